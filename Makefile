@@ -1,0 +1,59 @@
+# The two commands of the README:
+#   make book   install what the book needs (once) and build the HTML into _build/html
+#   make test   every test and check; exits non-zero on any failure (.ci/run calls it)
+# Everything installs into the project: a virtual environment in .venv and the browser
+# assets in node_modules. Stamps make a second run skip what is already done.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+
+BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/*.md book/*.bib book/_static/*.js book/_static/*.css) \
+                $(wildcard notebooks/*.ipynb) scripts/book.py
+
+.PHONY: book student test lint spell unit nbval html browser colab workflows linkcheck execute clean
+
+book: $(BIN)/.book-installed node_modules/.installed _build/html/.built
+	@echo
+	@echo "The book is built. Open $(CURDIR)/_build/html/index.html"
+	@echo "or serve it: $(PY) -m http.server --directory _build/html 8000"
+
+$(BIN)/.book-installed: requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt -e .
+	touch $@
+
+$(BIN)/.test-installed: $(BIN)/.book-installed requirements-test.txt
+	$(PY) -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+_build/html/.built: $(BOOK_SOURCES) $(BIN)/.book-installed node_modules/.installed
+	$(PY) scripts/book.py
+	touch $@
+
+# The student edition: the same book with every solution removed.
+student: $(BIN)/.book-installed node_modules/.installed
+	$(PY) scripts/book.py --student
+	@echo "Student edition: $(CURDIR)/_build/student/html/index.html"
+
+# Re-execute notebooks and store their outputs (all, or NB=notebooks/01_softmax.ipynb).
+execute: $(BIN)/.book-installed
+	$(PY) scripts/execute_notebooks.py $(NB)
+
+test: $(BIN)/.test-installed node_modules/.installed
+	$(PY) scripts/run_tests.py
+
+lint unit nbval html browser colab workflows spell: $(BIN)/.test-installed node_modules/.installed
+	$(PY) scripts/run_tests.py $@
+
+linkcheck: $(BIN)/.book-installed
+	$(BIN)/jupyter-book build . --builder linkcheck
+
+clean:
+	rm -rf _build
