@@ -1,0 +1,397 @@
+"""Tests of helpers.checks: right answers pass, typical wrong answers get useful feedback."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import helpers
+from helpers import checks
+from helpers.checks import (
+    Case,
+    CheckReport,
+    check_entropy,
+    check_log_softmax,
+    check_logsumexp,
+    check_softmax,
+    check_softmax_jacobian,
+    run_checks,
+)
+
+# ---------------------------------------------------------------------------
+# From-scratch answers, as a reader would write them
+# ---------------------------------------------------------------------------
+
+
+def stable_softmax(z):
+    e = np.exp(z - np.max(z, axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def stable_logsumexp(z):
+    m = np.max(z)
+    return m + np.log(np.sum(np.exp(z - m)))
+
+
+def stable_log_softmax(z):
+    m = np.max(z, axis=-1, keepdims=True)
+    return z - m - np.log(np.sum(np.exp(z - m), axis=-1, keepdims=True))
+
+
+def stable_jacobian(z):
+    p = stable_softmax(z)
+    return np.diag(p) - np.outer(p, p)
+
+
+def stable_entropy(p):
+    q = p[p > 0]
+    return -np.sum(q * np.log(q))
+
+
+def where_entropy(p):  # correct, though np.log(0) warns inside np.where
+    return -np.sum(np.where(p > 0, p * np.log(p), 0.0))
+
+
+# Plausible wrong answers.
+def naive_softmax(z):
+    return np.exp(z) / np.sum(np.exp(z))
+
+
+def unnormalised_softmax(z):
+    return np.exp(z - z.max())
+
+
+def log_of_naive_softmax(z):
+    return np.log(naive_softmax(z))
+
+
+def log_of_stable_softmax(z):
+    return np.log(stable_softmax(z))
+
+
+def naive_logsumexp(z):
+    return np.log(np.sum(np.exp(z)))
+
+
+def jacobian_without_diagonal(z):
+    p = stable_softmax(z)
+    return -np.outer(p, p)
+
+
+def jacobian_sign_flipped(z):
+    p = stable_softmax(z)
+    return np.outer(p, p) - np.diag(p)
+
+
+def jacobian_plus_outer(z):
+    p = stable_softmax(z)
+    return np.diag(p) + np.outer(p, p)
+
+
+def jacobian_asymmetric(z):
+    j = stable_jacobian(z)
+    j[0, -1] += 0.1
+    return j
+
+
+def naive_entropy(p):
+    return -np.sum(p * np.log(p))
+
+
+def entropy_in_bits(p):
+    q = p[p > 0]
+    return -np.sum(q * np.log2(q))
+
+
+def entropy_sign_flipped(p):
+    return -stable_entropy(p)
+
+
+def raises(z):
+    raise ZeroDivisionError("boom")
+
+
+def returns_none(z):
+    np.exp(z)
+
+
+def returns_column(z):
+    return stable_softmax(z)[:, None]
+
+
+def returns_text(z):
+    return "softmax"
+
+
+def modifies_input(z):
+    z -= z.max()
+    e = np.exp(z)
+    return e / e.sum()
+
+
+ALL_CHECKS = [
+    (check_softmax, [helpers.softmax, stable_softmax]),
+    (check_log_softmax, [helpers.log_softmax, stable_log_softmax]),
+    (check_logsumexp, [helpers.logsumexp, stable_logsumexp]),
+    (check_softmax_jacobian, [helpers.softmax_jacobian, stable_jacobian]),
+    (check_entropy, [helpers.entropy, stable_entropy, where_entropy]),
+]
+REFERENCE_PAIRS = [(check, fn) for check, fns in ALL_CHECKS for fn in fns]
+
+
+def flat(report: CheckReport) -> str:
+    """The report's text with the line wrapping undone, for substring assertions."""
+    return " ".join(repr(report).split())
+
+
+def failed(report: CheckReport) -> dict[str, str]:
+    """Failing case name -> its problem text."""
+    return {r.name: r.problem for r in report.results if not r.passed}
+
+
+# ---------------------------------------------------------------------------
+# Right answers pass
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("check", "fn"), REFERENCE_PAIRS)
+def test_correct_answers_pass(check, fn):
+    report = check(fn)
+    assert report
+    assert report.passed and all(r.passed for r in report.results)
+    text = flat(report)
+    assert f"All {len(report.results)} checks passed" in text
+    assert all(r.name in text for r in report.results)
+    assert "FAILED" not in text
+
+
+@pytest.mark.parametrize("check", [check_softmax, check_log_softmax])
+@pytest.mark.parametrize("fn_name", ["reference", "from scratch"])
+def test_batched_variants_pass(check, fn_name):
+    fn = {
+        (check_softmax, "reference"): helpers.softmax,
+        (check_softmax, "from scratch"): stable_softmax,
+        (check_log_softmax, "reference"): helpers.log_softmax,
+        (check_log_softmax, "from scratch"): stable_log_softmax,
+    }[check, fn_name]
+    report = check(fn, batched=True)
+    assert report
+    assert "2-D batch (rows)" in flat(report)
+
+
+def test_batched_case_fails_a_function_that_normalises_the_whole_array():
+    report = check_softmax(naive_softmax, batched=True)
+    assert "2-D batch (rows)" in failed(report)
+    assert "keepdims=True" in flat(report)
+
+
+# ---------------------------------------------------------------------------
+# Wrong answers fail, with specific feedback
+# ---------------------------------------------------------------------------
+
+
+def test_naive_softmax_reports_overflow_and_nan():
+    report = check_softmax(naive_softmax)
+    assert not report
+    assert set(failed(report)) == {"large logits", "very negative logits", "float32 input"}
+    text = flat(report)
+    assert "z = [1000, 1001, 1002]" in text
+    assert "got: [nan, nan, nan]" in text
+    assert "the output contains nan" in text
+    assert "overflow encountered in exp" in text
+    assert "subtract max(z) before exponentiating" in text
+    assert "5 of 8 checks passed, 3 failed" in text
+
+
+def test_unnormalised_softmax_is_told_to_divide_by_the_sum():
+    report = check_softmax(unnormalised_softmax)
+    assert not report
+    assert "the output sums to 1.50321, not 1" in failed(report)["small vector"]
+    assert "divide exp(z) by its sum" in flat(report)
+
+
+def test_log_of_naive_softmax_fails_on_large_logits():
+    report = check_log_softmax(log_of_naive_softmax)
+    assert "large logits" in failed(report)
+    assert "nan" in failed(report)["large logits"]
+    assert "subtract max(z)" in flat(report)
+
+
+def test_log_of_stable_softmax_fails_only_on_spread_logits():
+    report = check_log_softmax(log_of_stable_softmax)
+    assert set(failed(report)) == {"widely spread logits"}
+    text = flat(report)
+    assert "z = [0, -1000]" in text
+    assert "got: [0, -inf]" in text
+    assert "the output is -inf at index 1 where the answer is finite" in text
+    assert "instead of taking the log of softmax(z)" in text
+
+
+def test_naive_logsumexp_fails_on_overflow_and_underflow():
+    report = check_logsumexp(naive_logsumexp)
+    problems = failed(report)
+    assert set(problems) == {"large logits", "very negative logits", "float32 input"}
+    assert "the output is inf where the answer is finite" in problems["large logits"]
+    assert "the output is -inf" in problems["very negative logits"]
+    assert "m + log(sum(exp(z - m)))" in flat(report)
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (jacobian_without_diagonal, "the diag(p) term is missing"),
+        (jacobian_sign_flipped, "the sign is flipped: it equals p p^T - diag(p)"),
+        (jacobian_plus_outer, "the p p^T term has the wrong sign"),
+        (jacobian_asymmetric, "J should be symmetric"),
+        (jacobian_asymmetric, "rows should sum to 0"),
+    ],
+)
+def test_wrong_jacobians_are_recognised(fn, message):
+    report = check_softmax_jacobian(fn)
+    assert not report
+    assert message in failed(report)["small vector"]
+    assert "J = diag(p) - p p^T" in flat(report)
+
+
+def test_naive_entropy_fails_on_zero_probabilities_only():
+    report = check_entropy(naive_entropy)
+    problems = failed(report)
+    assert set(problems) == {"one-hot", "with a zero entry"}
+    assert "the output contains nan" in problems["with a zero entry"]
+    assert "divide by zero encountered in log" in problems["with a zero entry"]
+    assert "0 * log(0) must count as 0" in flat(report)
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [(entropy_in_bits, "this is in bits"), (entropy_sign_flipped, "the sign is flipped")],
+)
+def test_entropy_slips_are_recognised(fn, message):
+    report = check_entropy(fn)
+    assert not report
+    assert message in failed(report)["uniform over 4"]
+
+
+# ---------------------------------------------------------------------------
+# Misbehaving functions are reported, never crash the check
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("check", "fns"), ALL_CHECKS)
+def test_a_function_that_raises_is_reported(check, fns):
+    report = check(raises)
+    assert not report
+    assert all(r.got == "raised ZeroDivisionError: boom" for r in report.results)
+    text = flat(report)
+    assert "your function raised" in text
+    assert "same output and problem as" in text  # repeated failures are summarised
+
+
+def test_returning_none_is_reported():
+    report = check_softmax(returns_none)
+    assert "did you forget `return`?" in failed(report)["small vector"]
+
+
+def test_wrong_shape_is_reported():
+    report = check_softmax(returns_column)
+    assert "expected shape (3,), got shape (3, 1)" in failed(report)["small vector"]
+
+
+def test_non_scalar_where_a_number_is_expected_is_reported():
+    report = check_logsumexp(lambda z: np.atleast_1d(stable_logsumexp(z)))
+    assert "expected a single number, shape (), got shape (1,)" in flat(report)
+
+
+def test_non_numeric_output_is_reported():
+    report = check_softmax(returns_text)
+    assert "expected an array of real numbers" in failed(report)["small vector"]
+    assert "str of dtype <U7" in flat(report)
+
+
+def test_modifying_the_input_is_reported():
+    report = check_softmax(modifies_input)
+    assert "changed its input z in place" in failed(report)["small vector"]
+
+
+def test_passing_a_result_instead_of_a_function_is_a_type_error():
+    with pytest.raises(TypeError, match=r"check_softmax expects your function itself"):
+        check_softmax(stable_softmax(np.array([1.0, 2.0])))
+
+
+def test_warnings_of_the_checked_function_do_not_escape():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            report = check_softmax(naive_softmax)
+    assert "overflow encountered in exp" in flat(report)
+
+
+# ---------------------------------------------------------------------------
+# The report: structure and deterministic text
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("check", "fn"), [(check_softmax, naive_softmax), (check_entropy, naive_entropy)]
+)
+def test_report_text_is_deterministic(check, fn):
+    text = repr(check(fn))
+    with np.printoptions(precision=2, suppress=True, linewidth=40):
+        assert repr(check(fn)) == text
+    assert str(check(fn)) == text
+    assert "0x" not in text  # no memory addresses
+
+
+def test_report_structure():
+    report = check_softmax(naive_softmax)
+    assert isinstance(report, CheckReport)
+    assert report.check == "check_softmax" and report.function == "naive_softmax"
+    assert len(report.results) == 8
+    assert [r.name for r in report.failures] == [
+        "large logits",
+        "very negative logits",
+        "float32 input",
+    ]
+    large = report.failures[0]
+    assert (large.input, large.got) == ("z = [1000, 1001, 1002]", "[nan, nan, nan]")
+    assert large.expected == "[0.0900306, 0.244728, 0.665241]"
+    assert large.hint.startswith("exp(1000) overflows to inf")
+
+
+def test_lambda_and_callable_objects_are_named_without_addresses():
+    class Softmax:
+        def __call__(self, z):
+            return stable_softmax(z)
+
+    assert check_softmax(lambda z: stable_softmax(z)).function == "<lambda>"
+    assert check_softmax(Softmax()).function == "Softmax"
+
+
+def test_the_core_runs_new_checks_with_several_inputs():
+    cases = [
+        Case(
+            "small",
+            {"a": np.array([1.0, 2.0]), "b": np.array([3.0, 4.0])},
+            np.array([4.0, 6.0]),
+            hint="add them",
+        ),
+        Case(
+            "float32",
+            {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)},
+            np.full(2, 2.0),
+            hint="add them",
+        ),
+    ]
+    assert run_checks(np.add, cases, check_name="check_add")
+    report = run_checks(np.subtract, cases, check_name="check_add")
+    text = flat(report)
+    assert "check_add(subtract): 0 of 2 checks passed" in text
+    assert "input:    a = [1, 2]\n              b = [3, 4]" in repr(report)  # one line each
+    assert "a = [1, 1] (float32)" in text
+    assert "largest difference 8 at index 1" in text
+    assert (
+        checks.RTOL_FLOAT32
+        == Case("c", {"a": np.ones(1, np.float32)}, np.ones(1), "").tolerances()[0]
+    )
