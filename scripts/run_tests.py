@@ -2,9 +2,9 @@
 
 Usage: python scripts/run_tests.py [STEP ...]   (no STEP: all of them, in this order)
 
-Steps: lint, workflows, unit, nbval, html, browser, colab. Every step runs even when an
-earlier one failed (so one run reports everything); the exit status is non-zero if any
-failed. Each step's time is printed, and a summary at the end.
+Steps: lint, workflows, unit, nbval, html (both editions), browser (the built site),
+colab. Every step runs even when an earlier one failed (so one run reports everything);
+the exit status is non-zero if any failed. Each step's time is printed, and a summary at the end.
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ def nbval() -> bool:
 
 
 def html() -> bool:
-    return sh(sys.executable, ROOT / "scripts" / "book.py")
+    ok = sh(sys.executable, ROOT / "scripts" / "book.py")
+    return sh(sys.executable, ROOT / "scripts" / "book.py", "--student") and ok
 
 
 def browser() -> bool:

@@ -1,0 +1,140 @@
+"""The Colab path: every chapter runs, unchanged, on Colab's software.
+
+A fresh Python 3.13 virtual environment gets exactly the versions of Colab's runtime
+(its published pip freeze, August 2026) for the packages the book uses. The helpers
+package is installed from a clean clone of this repository's HEAD the way each chapter's
+install cell does it (`pip install "attention-book-helpers @ git+URL@REF"`, here with the
+local clone's URL and HEAD's commit), every chapter notebook is copied into an empty
+temporary directory, and executed there.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.notebook_bootstrap import ROOT, bootstrap_source, install_spec
+
+pytestmark = pytest.mark.slow
+
+COLAB_PINS = {
+    "numpy": "2.1.3",
+    "matplotlib": "3.10.0",
+    "ipywidgets": "7.7.1",
+    "ipython": "7.34.0",
+    "ipykernel": "6.17.1",
+}
+# The notebook runner itself (not part of Colab's runtime, but it must not move the pins).
+RUNNER = ["nbclient", "nbformat"]
+
+RUN_NOTEBOOK = r"""
+import sys, nbformat
+from nbclient import NotebookClient
+path = sys.argv[1]
+nb = nbformat.read(path, as_version=4)
+NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False,
+               resources={"metadata": {"path": sys.argv[2]}}).execute()
+nbformat.write(nb, path)
+"""
+
+
+def python313() -> str:
+    """A Python 3.13 interpreter: $COLAB_PYTHON, pyenv's, or python3.13 on PATH."""
+    candidates = [os.environ.get("COLAB_PYTHON", "")]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")))
+    candidates += [shutil.which("python3.13") or ""]
+    for c in candidates:
+        if not c or not Path(c).exists():
+            continue
+        probe = subprocess.run(
+            [c, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+        )
+        if probe.returncode == 0 and probe.stdout.strip() == "(3, 13)":
+            return c
+    pytest.fail("Python 3.13 (Colab's version) not found: set COLAB_PYTHON or install it")
+
+
+def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(args, check=False, text=True, capture_output=True, **kwargs)
+    if result.returncode != 0:
+        pytest.fail(f"{' '.join(args)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def colab_env(tmp_path_factory) -> Path:
+    venv = tmp_path_factory.mktemp("colab") / "venv"
+    run(python313(), "-m", "venv", str(venv))
+    py = venv / "bin" / "python"
+    pins = [f"{name}=={version}" for name, version in COLAB_PINS.items()]
+    constraints = venv / "colab-constraints.txt"
+    constraints.write_text("\n".join(pins) + "\n")
+    run(str(py), "-m", "pip", "install", "--quiet", *pins, *RUNNER, "-c", str(constraints))
+    head = run("git", "-C", str(ROOT), "rev-parse", "HEAD").stdout.strip()
+    # The install cell's own requirement, pointed at this clone and HEAD's commit.
+    spec = install_spec(url=f"file://{ROOT}", ref=head)
+    run(str(py), "-m", "pip", "install", "--quiet", spec, "-c", str(constraints))
+    return py
+
+
+def test_environment_has_colab_versions(colab_env):
+    code = (
+        "import sys, importlib.metadata as m;"
+        f"print(sys.version_info[:2]);"
+        f"print({{n: m.version(n) for n in {list(COLAB_PINS)!r}}})"
+    )
+    out = run(str(colab_env), "-c", code).stdout.splitlines()
+    assert out[0] == "(3, 13)"
+    assert eval(out[1]) == COLAB_PINS
+
+
+def test_helpers_come_from_the_clone_not_the_work_tree(colab_env):
+    where = run(str(colab_env), "-c", "import helpers; print(helpers.__file__)").stdout.strip()
+    assert "site-packages" in where and str(ROOT) not in where
+
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_chapter_runs_on_colab_stack(colab_env, path):
+    nb = nbformat.read(path, as_version=4)
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    assert first_code.source == bootstrap_source()
+    with tempfile.TemporaryDirectory() as empty:
+        target = Path(empty) / path.name
+        shutil.copy(path, target)
+        env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": ""}
+        env.pop("MPLBACKEND")
+        result = subprocess.run(
+            [str(colab_env), "-c", RUN_NOTEBOOK, str(target), empty],
+            text=True,
+            capture_output=True,
+            env=env,
+            cwd=empty,
+            check=False,
+        )
+        assert result.returncode == 0, (
+            f"{path.name} failed on the Colab stack:\n{result.stderr[-4000:]}"
+        )
+        executed = nbformat.read(target, as_version=4)
+        assert sorted(os.listdir(empty)) == [path.name], (
+            "the chapter wrote files into its directory"
+        )
+    errors = [
+        o
+        for c in executed.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    ]
+    assert not errors
+    first_executed = next(c for c in executed.cells if c.cell_type == "code")
+    assert first_executed.outputs == [], "the install cell printed something outside Colab"

@@ -1,0 +1,71 @@
+"""Fixtures shared by the tests: a local HTTP server and headless Chromium.
+
+Browser tests drive Debian's Chromium through Python playwright (never a browser that
+playwright downloads). `make test` installs Chromium when it is missing; a test that
+needs it fails, never skips, when it is not there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+
+def chromium_executable() -> str:
+    """The system Chromium: $CHROMIUM, or the first of the usual names on PATH."""
+    candidates = [os.environ.get("CHROMIUM", "")]
+    candidates += ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
+    for name in candidates:
+        if name and (path := shutil.which(name)):
+            return path
+    pytest.fail("no Chromium found: install Debian's `chromium` (make test does) or set CHROMIUM")
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):
+        pass
+
+
+@contextlib.contextmanager
+def serve_directory(directory: Path) -> Iterator[str]:
+    """Serve `directory` on 127.0.0.1 (a free port) for the duration; yield the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium_executable(), headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()

@@ -1,0 +1,121 @@
+"""Checks of the repository's own consistency: chapters, the install cell, glue."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+import yaml
+
+from tests.notebook_bootstrap import ROOT, bootstrap_source, install_spec, repository
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def test_there_are_chapters():
+    assert NOTEBOOKS, "no chapter notebooks found"
+
+
+def test_every_chapter_is_in_the_toc_and_named_in_order():
+    toc = (ROOT / "_toc.yml").read_text()
+    for path in NOTEBOOKS:
+        assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), path.name
+        assert f"notebooks/{path.stem}" in toc, f"{path.name} is not in _toc.yml"
+
+
+def test_repository_is_configured_once():
+    url, branch = repository()
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url)
+    assert branch
+    assert install_spec().endswith(f"git+{url}@{branch}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_code_cell_installs_helpers_in_colab_only(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    first = code[0]
+    assert first.source == bootstrap_source(), (
+        f"{path.name}: the first code cell must be the Colab install cell of "
+        "tests/notebook_bootstrap.py (it names the repository of _config.yml)"
+    )
+    assert first.outputs == [], "outside Colab the install cell must print nothing"
+    assert "remove-cell" in first.metadata.get("tags", [])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_self_contained_and_clean(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert "widgets" not in nb.metadata, (
+        "widget state must not be stored (see execute_notebooks.py)"
+    )
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    for pattern in (r"sys\.path", r"os\.chdir", r"\bopen\(", r"savefig", r"from myst_nb"):
+        assert not re.search(pattern, code), f"{path.name} uses {pattern}"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.execution_count is not None, f"{path.name} has an unexecuted cell"
+            for output in cell.outputs:
+                assert output.output_type != "error", f"{path.name} stored an error"
+                assert output.get("name") != "stderr", f"{path.name} stored stderr: {output}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_glued_name_in_the_text_is_stored(path):
+    nb = nbformat.read(path, as_version=4)
+    stored = {
+        o.metadata["scrapbook"]["name"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "scrapbook" in o.get("metadata", {})
+    }
+    used = {
+        m.split(":")[0]
+        for c in nb.cells
+        if c.cell_type == "markdown"
+        for m in re.findall(r"\{glue(?::\w+)?\}`([^`]+)`", c.source)
+    }
+    assert used <= stored, f"glued in the text but never stored: {sorted(used - stored)}"
+
+
+def test_helpers_glue_writes_what_myst_nb_glue_writes():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from myst_nb import glue as myst_glue
+
+    from helpers import glue
+
+    InteractiveShell.instance()
+    for display in (False, True):
+        with capture_output() as ours:
+            glue("x", "0.4011", display=display)
+        with capture_output() as theirs:
+            myst_glue("x", "0.4011", display=display)
+        assert [(o.data, o.metadata) for o in ours.outputs] == [
+            (o.data, o.metadata) for o in theirs.outputs
+        ]
+        assert ours.outputs, "nothing was displayed"
+
+
+def test_toc_and_bibliography_files_exist():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]] + [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+    for f in files:
+        assert (ROOT / f"{f}.md").exists() or (ROOT / f"{f}.ipynb").exists(), f
+    assert (ROOT / "book" / "references.bib").exists()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_maths_needs_no_site_macros(path):
+    """The site defines MathJax macros (\\softmax, ...) for the book's pages, but Jupyter
+    and Colab do not know them: a chapter's formulas must be plain LaTeX to render there."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    macros = config["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"]
+    pattern = re.compile(r"\\(" + "|".join(macros) + r")(?![A-Za-z])")
+    nb = nbformat.read(path, as_version=4)
+    used = {m for c in nb.cells if c.cell_type == "markdown" for m in pattern.findall(c.source)}
+    assert not used, f"{path.name} uses site-only macros {sorted(used)}"
