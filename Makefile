@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/*.md book/*.bib book/_static/*.js book/_static/*.css) \
+BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/_static/*.js book/_static/*.css) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py
 
 .PHONY: book student test lint spell unit nbval html browser colab workflows linkcheck execute clean
@@ -40,7 +40,7 @@ _build/html/.built: $(BOOK_SOURCES) $(BIN)/.book-installed node_modules/.install
 # The student edition: the same book with every solution removed.
 student: $(BIN)/.book-installed node_modules/.installed
 	$(PY) scripts/book.py --student
-	@echo "Student edition: $(CURDIR)/_build/student/html/index.html"
+	@echo "Student edition: $(CURDIR)/_build/student/_build/html/index.html"
 
 # Re-execute notebooks and store their outputs (all, or NB=notebooks/01_softmax.ipynb).
 execute: $(BIN)/.book-installed

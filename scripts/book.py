@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,24 +38,68 @@ def copy_mathjax(html: Path) -> None:
     stamp.write_text(version)
 
 
+SOLUTION_START = re.compile(r"```\{solution-start\}[^\n]*\n(?::[^\n]*\n)*```[ \t]*\n?")
+SOLUTION_END = re.compile(r"```\{solution-end\}[ \t]*\n```[ \t]*\n?")
+
+
+def strip_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Remove every solution: the text and the cells from solution-start to solution-end.
+
+    (sphinx-exercise's own `hide_solutions` fails on solutions split across notebook
+    cells, and would leave their code cells on the page.)
+    """
+    cells, inside = [], False
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            if not inside:
+                cells.append(cell)
+            continue
+        text, kept = cell.source, []
+        while text:
+            marker = (SOLUTION_END if inside else SOLUTION_START).search(text)
+            if marker is None:
+                if not inside:
+                    kept.append(text)
+                break
+            if not inside:
+                kept.append(text[: marker.start()])
+            text, inside = text[marker.end() :], not inside
+        if "".join(kept).strip():
+            cells.append(nbformat.from_dict({**cell, "source": "".join(kept).rstrip() + "\n"}))
+    if inside:
+        raise ValueError("a solution-start has no matching solution-end")
+    nb.cells = cells
+    return nb
+
+
+def stage_student_edition(stage: Path) -> Path:
+    """Copy the book's sources to `stage`, with every solution removed."""
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["title"] += " (student edition)"
+    (stage / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False))
+    shutil.copy(ROOT / "_toc.yml", stage)
+    shutil.copytree(ROOT / "book", stage / "book")
+    (stage / "notebooks").mkdir()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nbformat.write(
+            strip_solutions(nbformat.read(path, as_version=4)), stage / "notebooks" / path.name
+        )
+    return stage
+
+
 def build(student: bool) -> Path:
-    args = ["jupyter-book", "build", str(ROOT), "--builder", "html", "-W", "-n", "--keep-going"]
-    out = ROOT / "_build"
+    # Jupyter Book writes to PATH_OUTPUT/_build/html.
+    source, out = ROOT, ROOT
     if student:
-        config = yaml.safe_load((ROOT / "_config.yml").read_text())
-        config["title"] += " (student edition)"
-        config["sphinx"]["config"]["hide_solutions"] = True
         out = ROOT / "_build" / "student"
-        tmp = tempfile.NamedTemporaryFile("w", suffix=".yml", dir=ROOT, delete=False)
-        with tmp:
-            yaml.safe_dump(config, tmp, allow_unicode=True, sort_keys=False)
-        args += ["--config", tmp.name, "--path-output", str(out)]
-    try:
-        subprocess.run([str(Path(sys.executable).parent / args[0]), *args[1:]], check=True)
-    finally:
-        if student:
-            Path(tmp.name).unlink()
-    html = out / "html"
+        source = stage_student_edition(out / "source")
+    args = ["build", str(source), "--builder", "html", "-W", "-n", "--keep-going"]
+    args += ["--path-output", str(out)]
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    subprocess.run([str(jupyter_book), *args], check=True)
+    html = out / "_build" / "html"
     copy_mathjax(html)
     return html
 
