@@ -1,0 +1,69 @@
+"""Self-checks for the exercises: run on the reader's own function, report in words.
+
+Introduced in chapter 1. Each chapter's checks live in a module of this package named
+by topic (``helpers.checks.softmax`` for chapter 1), built on the shared core in
+``helpers.checks.core``; every ``check_*`` function is re-exported here, so readers call
+``helpers.checks.check_softmax(my_softmax)``.
+
+Every ``check_*`` function calls the reader's function on a handful of chosen
+inputs (ordinary ones, then the ones that break a naive formula), compares with
+this package's reference implementation and returns a :class:`CheckReport`. The
+report is truthy iff every case passed, and its ``repr`` says, for each failing
+case, what went in, what was expected, what came back (or what was raised), what
+is wrong and a hint. It never raises because the reader's function did.
+
+The core, for writing new checks
+--------------------------------
+A check is a list of :class:`Case` objects plus, optionally, a ``diagnose``
+function that recognises typical wrong answers; :func:`run_checks` does the rest::
+
+    def check_double(fn):
+        cases = [
+            Case(
+                "small vector",
+                {"z": np.array([1.0, 2.0])},
+                np.array([2.0, 4.0]),
+                hint="multiply every entry by 2",
+            )
+        ]
+        return run_checks(fn, cases, check_name="check_double")
+
+The report's text is deterministic (no addresses, timings or numpy print options
+leak in), so notebooks that show it pass strict output comparison.
+"""
+
+from helpers.checks.core import (
+    ATOL_FLOAT32,
+    ATOL_FLOAT64,
+    RTOL_FLOAT32,
+    RTOL_FLOAT64,
+    Case,
+    CaseResult,
+    CheckReport,
+    Finding,
+    run_checks,
+)
+from helpers.checks.softmax import (
+    check_entropy,
+    check_log_softmax,
+    check_logsumexp,
+    check_softmax,
+    check_softmax_jacobian,
+)
+
+__all__ = [
+    "ATOL_FLOAT32",
+    "ATOL_FLOAT64",
+    "RTOL_FLOAT32",
+    "RTOL_FLOAT64",
+    "Case",
+    "CaseResult",
+    "CheckReport",
+    "Finding",
+    "check_entropy",
+    "check_log_softmax",
+    "check_logsumexp",
+    "check_softmax",
+    "check_softmax_jacobian",
+    "run_checks",
+]
