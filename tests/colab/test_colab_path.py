@@ -90,13 +90,16 @@ def test_environment_has_colab_versions(colab_env):
         f"print(sys.version_info[:2]);"
         f"print({{n: m.version(n) for n in {list(COLAB_PINS)!r}}})"
     )
-    out = run(str(colab_env), "-c", code).stdout.splitlines()
+    out = run(str(colab_env), "-c", code, cwd=tempfile.gettempdir()).stdout.splitlines()
     assert out[0] == "(3, 13)"
     assert eval(out[1]) == COLAB_PINS
 
 
 def test_helpers_come_from_the_clone_not_the_work_tree(colab_env):
-    where = run(str(colab_env), "-c", "import helpers; print(helpers.__file__)").stdout.strip()
+    # From a directory outside the repository: `python -c` puts the working directory first
+    # on sys.path, and the repository root would shadow the installed package.
+    code = "import helpers; print(helpers.__file__)"
+    where = run(str(colab_env), "-c", code, cwd=tempfile.gettempdir()).stdout.strip()
     assert "site-packages" in where and str(ROOT) not in where
 
 
