@@ -12,7 +12,7 @@ PY     := $(BIN)/python
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/_static/*.js book/_static/*.css) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py
 
-.PHONY: book student test lint spell unit nbval html browser colab workflows linkcheck execute clean
+.PHONY: book student test lint unit nbval html browser colab workflows linkcheck execute clean
 
 book: $(BIN)/.book-installed node_modules/.installed _build/html/.built
 	@echo
@@ -49,7 +49,7 @@ execute: $(BIN)/.book-installed
 test: $(BIN)/.test-installed node_modules/.installed
 	$(PY) scripts/run_tests.py
 
-lint unit nbval html browser colab workflows spell: $(BIN)/.test-installed node_modules/.installed
+lint unit nbval html browser colab workflows: $(BIN)/.test-installed node_modules/.installed
 	$(PY) scripts/run_tests.py $@
 
 linkcheck: $(BIN)/.book-installed
