@@ -23,14 +23,43 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def coalesce_streams(outputs: list) -> list:
+    """Merge consecutive outputs of the same stream (how they split depends on timing)."""
+    merged: list = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            output.output_type == "stream"
+            and previous is not None
+            and previous.output_type == "stream"
+            and previous.name == output.name
+        ):
+            previous.text += output.text
+        else:
+            merged.append(output)
+    return merged
+
+
 def clean(nb: nbformat.NotebookNode) -> None:
-    """Drop what changes from run to run but carries no content."""
+    """Drop what changes from run to run but carries no content.
+
+    A live widget's model id is a random identifier of a kernel-side object that is gone
+    once the kernel stops; the stored copy is replaced by a fixed one, so re-executing an
+    unchanged notebook leaves the file unchanged.
+    """
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type == "code":
-            for output in cell.get("outputs", []):
+            cell.outputs = coalesce_streams(cell.get("outputs", []))
+            for output in cell.outputs:
                 output.get("metadata", {}).pop("execution", None)
+                view = output.get("data", {}).get(WIDGET_VIEW)
+                if view is not None:
+                    view["model_id"] = "stored-output-no-live-model"
 
 
 def execute(path: Path) -> float:

@@ -4,7 +4,7 @@ A fresh Python 3.13 virtual environment gets exactly the versions of Colab's run
 (its published pip freeze, August 2026) for the packages the book uses. The helpers
 package is installed from a clean clone of this repository's HEAD the way each chapter's
 install cell does it (`pip install "attention-book-helpers @ git+URL@REF"`, here with the
-local clone's URL and HEAD's commit), every chapter notebook is copied into an empty
+local clone's URL and HEAD's commit), every chapter notebook at HEAD is copied into an empty
 temporary directory, and executed there.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -103,17 +104,31 @@ def test_helpers_come_from_the_clone_not_the_work_tree(colab_env):
     assert "site-packages" in where and str(ROOT) not in where
 
 
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+def head_notebooks() -> list[str]:
+    """The chapter notebooks committed at HEAD (the same revision as the installed package)."""
+    listing = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", "notebooks/"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return sorted(p for p in listing if re.fullmatch(r"notebooks/\d\d_\w+\.ipynb", p))
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+NOTEBOOKS = head_notebooks()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: Path(p).name)
 def test_chapter_runs_on_colab_stack(colab_env, path):
-    nb = nbformat.read(path, as_version=4)
+    # The notebook as committed at HEAD, like the package: one revision for both.
+    text = run("git", "-C", str(ROOT), "show", f"HEAD:{path}").stdout
+    nb = nbformat.reads(text, as_version=4)
+    path = Path(path)
     first_code = next(c for c in nb.cells if c.cell_type == "code")
     assert first_code.source == bootstrap_source()
     with tempfile.TemporaryDirectory() as empty:
         target = Path(empty) / path.name
-        shutil.copy(path, target)
+        target.write_text(text)
         env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": ""}
         env.pop("MPLBACKEND")
         result = subprocess.run(
