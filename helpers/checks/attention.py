@@ -1,0 +1,678 @@
+"""Self-checks of chapter 2 (scaled dot-product attention), built on :mod:`helpers.checks.core`.
+
+Each check runs the reader's function on small hand-made inputs, compares with
+:func:`helpers.scaled_dot_product_attention`, :func:`helpers.attention_backward` or
+:func:`helpers.causal_mask`, and recognises the usual slips (a missing ``√d_k``, the
+softmax over the wrong axis, ``K`` for ``Kᵀ``, an inverted mask, a missing term of the
+softmax Jacobian, ...) by comparing the wrong answer with what each slip produces.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from helpers.attention import attention_backward, scaled_dot_product_attention
+from helpers.checks.core import Case, CheckReport, Finding, _name_of, run_checks
+from helpers.masks import causal_mask
+
+__all__ = [
+    "check_attention",
+    "check_attention_grad",
+    "check_causal_mask",
+    "check_masked_attention",
+]
+
+_F32 = np.float32
+
+# A slip is recognised when the reader's answer matches what it produces this closely
+# (the answers of different slips differ by far more on the inputs below).
+_SLIP_RTOL, _SLIP_ATOL = 1e-5, 1e-8
+
+_FOUR_STEPS = (
+    "the four steps: S = Q @ K.T / np.sqrt(d_k) (n, m); subtract each row's max; "
+    "A = exp(S) / exp(S).sum(axis=-1, keepdims=True) (n, m); output = A @ V (n, d_v)"
+)
+_STABLE_ROWS = (
+    "subtract each row's maximum before exponentiating, "
+    "S - S.max(axis=-1, keepdims=True): softmax is unchanged and no exp overflows"
+)
+
+
+def _softmax_rows(S: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax along ``axis`` with the max-shift; fully -inf slices give nan (as naive code)."""
+    with np.errstate(invalid="ignore"):
+        E = np.exp(S - S.max(axis=axis, keepdims=True))
+        return E / E.sum(axis=axis, keepdims=True)
+
+
+def _close(got: np.ndarray, candidate: np.ndarray) -> bool:
+    return bool(
+        got.shape == candidate.shape
+        and np.allclose(got, candidate, rtol=_SLIP_RTOL, atol=_SLIP_ATOL, equal_nan=True)
+    )
+
+
+def _recognise(got: np.ndarray, slips: Sequence[tuple[np.ndarray, Finding]]) -> list[Finding]:
+    """The first slip whose answer equals ``got``, as a one-element list (or [])."""
+    return [finding for candidate, finding in slips if _close(got, candidate)][:1]
+
+
+def _require_callable(fn: object, check_name: str) -> None:
+    """Raise the core's TypeError for a non-callable ``fn`` before it gets wrapped."""
+    run_checks(fn, (), check_name=check_name)  # type: ignore[arg-type]
+
+
+def _as_float64(*arrays: np.ndarray) -> list[np.ndarray]:
+    return [np.asarray(a, dtype=np.float64) for a in arrays]
+
+
+# ---------------------------------------------------------------------------
+# (a) attention from the four steps
+# ---------------------------------------------------------------------------
+
+
+def _output_of(fn: Callable[..., object]) -> Callable[..., object]:
+    """``fn`` returning only the output when it returns a tuple ``(output, weights)``."""
+
+    @functools.wraps(fn)
+    def output_only(*args: np.ndarray) -> object:
+        result = fn(*args)
+        if isinstance(result, tuple) and len(result) == 2:
+            return result[0]
+        return result
+
+    return output_only
+
+
+def _attention_slips(
+    Q: np.ndarray, K: np.ndarray, V: np.ndarray
+) -> list[tuple[np.ndarray, Finding]]:
+    """(what a slip gives, what to say about it) for the inputs of one case."""
+    d_k = Q.shape[-1]
+    S = Q @ K.T
+    scaled = "divide the scores by np.sqrt(d_k), the square root of the width of Q and K"
+    slips = [
+        (
+            _softmax_rows(S) @ V,
+            Finding(
+                "the scores are not scaled: it equals softmax(Q K^T) V",
+                f"{scaled}: S = Q @ K.T / np.sqrt(d_k)",
+            ),
+        ),
+        (
+            _softmax_rows(S / d_k) @ V,
+            Finding(
+                "the scores are divided by d_k instead of sqrt(d_k)",
+                f"{scaled}: np.sqrt(Q.shape[-1]), not Q.shape[-1]",
+            ),
+        ),
+        (
+            _softmax_rows(S * np.sqrt(d_k)) @ V,
+            Finding(
+                "the scores are multiplied by sqrt(d_k) instead of divided by it",
+                f"{scaled}: S = Q @ K.T / np.sqrt(d_k)",
+            ),
+        ),
+        (
+            _softmax_rows(S / np.sqrt(d_k), axis=0) @ V,
+            Finding(
+                "the softmax normalises each column of S instead of each row (axis=0)",
+                "each query's weights (a row of A) must sum to 1: take max and sum over "
+                "the keys, the last axis: axis=-1, keepdims=True",
+            ),
+        ),
+        (
+            np.exp(S / np.sqrt(d_k)) @ V,
+            Finding(
+                "the weights are not normalised: it equals exp(S) V",
+                "divide exp(S) by its row sums, exp(S).sum(axis=-1, keepdims=True)",
+            ),
+        ),
+        (
+            _softmax_rows(S / np.sqrt(d_k)),
+            Finding(
+                "it returns the weights A, not the output",
+                "multiply the weights by the values: output = A @ V",
+            ),
+        ),
+    ]
+    if K.shape[0] == d_k:  # Q @ K runs too, silently, when m = d_k
+        slips.append(
+            (
+                _softmax_rows(Q @ K / np.sqrt(d_k)) @ V,
+                Finding(
+                    "it uses Q @ K instead of Q @ K.T",
+                    "the score of query i and key j is the dot product of row i of Q with "
+                    "row j of K: S = Q @ K.T (n, m)",
+                ),
+            )
+        )
+    return slips
+
+
+def _attention_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    Q, K, V = _as_float64(*case.inputs.values())
+    return _recognise(got, _attention_slips(Q, K, V))
+
+
+def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) -> CheckReport:
+    """Check the reader's scaled dot-product attention, written from the four steps.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(Q, K, V)`` with ``Q (n, d_k)``, ``K (m, d_k)``, ``V (m, d_v)``, returning
+        the output ``(n, d_v)``, or a tuple ``(output, weights)`` (the output is
+        checked; a 2-tuple is always read as ``(output, weights)``).
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case passed; its ``repr`` explains any failure, naming the
+        usual slips: no ``√d_k`` (or ``d_k``, or a product), the softmax over the
+        columns, unnormalised weights, ``Q @ K`` for ``Q @ K.T``, returning the weights.
+
+    Notes
+    -----
+    Cases: a hand-sized ``2 x 2`` example, cross shapes (``n != m``,
+    ``d_k != d_v``: a transposed product fails to run), large scores (the softmax
+    overflows without the max-shift), a wide ``d_k = 16`` (the scaling matters most),
+    keys that differ only by a constant (equal weights), a single key, and float32
+    input.
+
+    Examples
+    --------
+    >>> from helpers import scaled_dot_product_attention
+    >>> from helpers.checks import check_attention
+    >>> check_attention(scaled_dot_product_attention)
+    check_attention(scaled_dot_product_attention): All 7 checks passed: hand-sized 2 x 2,
+        cross shapes (n=2, m=4, d_k=3, d_v=5), large scores, wide d_k = 16, equal
+        scores, a single key, float32 input.
+    """
+    _require_callable(fn, "check_attention")
+    rng = np.random.default_rng(2)
+    inputs = {
+        "hand-sized 2 x 2": (
+            np.array([[1.0, 0.0], [0.0, 2.0]]),
+            np.array([[1.0, 1.0], [0.0, 1.0]]),
+            np.array([[1.0, 2.0], [3.0, 4.0]]),
+            _FOUR_STEPS,
+        ),
+        "cross shapes (n=2, m=4, d_k=3, d_v=5)": (
+            np.array([[1.0, 0.0, 1.0], [0.0, 2.0, -1.0]]),
+            np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [2.0, 0.0, 1.0], [-1.0, 0.0, 0.0]]),
+            np.arange(20.0).reshape(4, 5),
+            "Q is (n, d_k), K is (m, d_k), V is (m, d_v): the scores Q @ K.T are (n, m) "
+            "and the output A @ V is (n, d_v)",
+        ),
+        "large scores": (
+            np.array([[300.0, 0.0], [0.0, 300.0]]),
+            np.array([[4.0, 0.0], [3.0, 1.0], [0.0, 5.0]]),
+            np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+            f"the scores reach 1060 and exp(1060) overflows to inf: {_STABLE_ROWS}",
+        ),
+        "wide d_k = 16": (
+            rng.integers(-2, 3, size=(3, 16)).astype(np.float64),
+            rng.integers(-2, 3, size=(4, 16)).astype(np.float64),
+            rng.integers(-2, 3, size=(4, 2)).astype(np.float64),
+            "scale the scores by 1 / np.sqrt(d_k) with d_k = Q.shape[-1] = 16",
+        ),
+        "equal scores": (
+            np.array([[1.0, 2.0]]),
+            np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]),
+            np.array([[3.0], [6.0], [9.0]]),
+            "equal scores give equal weights, and the output is the mean of the values",
+        ),
+        "a single key": (
+            np.array([[1.0, -1.0], [5.0, 2.0]]),
+            np.array([[2.0, 3.0]]),
+            np.array([[7.0, -7.0, 1.0]]),
+            "with one key, every query puts all its weight on it: each output row is V[0]",
+        ),
+        "float32 input": (
+            np.array([[40.0, 0.0], [0.0, 40.0]], dtype=_F32),
+            np.array([[4.0, 0.0], [0.0, 4.0]], dtype=_F32),
+            np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=_F32),
+            f"in float32 exp overflows above 88.7, and these scores reach 113: {_STABLE_ROWS}",
+        ),
+    }
+    cases = [
+        Case(
+            name,
+            {"Q": Q, "K": K, "V": V},
+            scaled_dot_product_attention(*_as_float64(Q, K, V))[0],
+            hint,
+        )
+        for name, (Q, K, V, hint) in inputs.items()
+    ]
+    return _with_function_name(
+        run_checks(
+            _output_of(fn), cases, check_name="check_attention", diagnose=_attention_diagnose
+        ),
+        fn,
+    )
+
+
+def _with_function_name(report: CheckReport, fn: Callable[..., object]) -> CheckReport:
+    """The report under the name of the reader's own function (not of a wrapper)."""
+    return CheckReport(check=report.check, function=_name_of(fn), results=report.results)
+
+
+# ---------------------------------------------------------------------------
+# (b) the causal mask
+# ---------------------------------------------------------------------------
+
+_CAUSAL_RULE = (
+    "query i may attend to keys j <= i, itself included, and True means may attend "
+    "(a boolean mask, not the additive form of 0 and -inf): "
+    "np.tril(np.ones((n, n), dtype=bool))"
+)
+
+
+def _causal_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    n = int(case.inputs["n"])
+    right = causal_mask(n)
+    j, i = np.meshgrid(np.arange(n), np.arange(n))
+    slips = [
+        (
+            j < i,
+            Finding(
+                "the diagonal is missing: query i does not see key i, its own position",
+                "each query may attend to itself: np.tril(..., k=0), not k=-1",
+            ),
+        ),
+        (
+            ~right,
+            Finding(
+                "the convention is inverted: True marks the keys a query may NOT see",
+                "in this book (and in PyTorch's boolean attn_mask) True means may attend: "
+                "return the negation, e.g. ~mask",
+            ),
+        ),
+        (
+            j >= i,
+            Finding(
+                "it is the upper triangle: query i sees the keys j >= i, the future",
+                "use the lower triangle, np.tril, so each query sees the past and itself",
+            ),
+        ),
+    ]
+    return _recognise(got.astype(bool), slips) if np.isin(got, (0, 1)).all() else []
+
+
+def check_causal_mask(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's causal mask.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(n) -> mask``: a boolean ``(n, n)`` array with ``mask[i, j]`` True when
+        query ``i`` may attend to key ``j``, that is when ``j <= i``. An array of 0s
+        and 1s passes too (:func:`helpers.scaled_dot_product_attention` reads it the
+        same way); an additive mask of 0 and ``-inf`` does not.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case passed; its ``repr`` explains any failure, naming an
+        inverted convention, the upper triangle and a missing diagonal.
+
+    Examples
+    --------
+    >>> from helpers import causal_mask
+    >>> from helpers.checks import check_causal_mask
+    >>> check_causal_mask(causal_mask)
+    check_causal_mask(causal_mask): All 4 checks passed: n = 1, n = 2, n = 3, n = 6.
+    """
+    _require_callable(fn, "check_causal_mask")
+    cases = [
+        Case(f"n = {n}", {"n": np.array(float(n))}, causal_mask(n), _CAUSAL_RULE)
+        for n in (1, 2, 3, 6)
+    ]
+    return _with_function_name(
+        run_checks(
+            functools.wraps(fn)(lambda n: fn(int(n))),
+            cases,
+            check_name="check_causal_mask",
+            diagnose=_causal_diagnose,
+        ),
+        fn,
+    )
+
+
+# ---------------------------------------------------------------------------
+# (c) attention with a mask
+# ---------------------------------------------------------------------------
+
+_MASK_BEFORE_SOFTMAX = (
+    "set the scores of the hidden keys to -inf before the softmax, "
+    "S = np.where(mask, S, -np.inf), so they get weight exactly 0"
+)
+_FULLY_MASKED_RULE = (
+    "a query that may attend to no key has nothing to attend to: the book's convention "
+    "(and PyTorch's) is weights 0 and output 0 for that row. With -inf scores its "
+    "softmax is 0/0 = nan, with a large negative number such as -1e9 it is uniform over "
+    "the hidden keys; e.g. compute the row sums, and where a sum is 0 divide by 1 instead"
+)
+
+
+def _masked_slips(
+    Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: np.ndarray
+) -> list[tuple[np.ndarray, Finding]]:
+    d_k = Q.shape[-1]
+    S = Q @ K.T / np.sqrt(d_k)
+    allowed = np.broadcast_to(mask, S.shape)
+    fully_masked = ~allowed.any(axis=-1)
+    A = _softmax_rows(S)
+    with np.errstate(invalid="ignore"):
+        uniform = _softmax_rows(np.where(allowed, S, -1e9)) @ V  # NumPy's -1e9 "mask"
+    slips = [
+        (
+            scaled_dot_product_attention(Q, K, V, ~allowed)[0],
+            Finding(
+                "the mask is inverted: the queries attend to the keys it hides",
+                "True means may attend (PyTorch's boolean attn_mask): keep the scores where "
+                "the mask is True, S = np.where(mask, S, -np.inf)",
+            ),
+        ),
+        (
+            A @ V,
+            Finding(
+                "the mask made no difference: the output is unmasked attention",
+                _MASK_BEFORE_SOFTMAX,
+            ),
+        ),
+        (
+            (A * allowed) @ V,
+            Finding(
+                "the weights were masked after the softmax and not renormalised, so a "
+                "row's weights no longer sum to 1",
+                _MASK_BEFORE_SOFTMAX,
+            ),
+        ),
+        (
+            _softmax_rows(S * allowed) @ V,
+            Finding(
+                "the scores were multiplied by the mask: a hidden key gets score 0, not "
+                "-inf, and still receives weight exp(0 - max)",
+                _MASK_BEFORE_SOFTMAX,
+            ),
+        ),
+    ]
+    if fully_masked.any():
+        slips.append(
+            (
+                uniform,
+                Finding(
+                    "the query with no allowed key got the mean of all the values: its "
+                    "weights are uniform over keys it may not see (what a finite fill "
+                    "value such as -1e9 gives)",
+                    _FULLY_MASKED_RULE,
+                ),
+            )
+        )
+    return slips
+
+
+def _masked_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    Q, K, V = _as_float64(*list(case.inputs.values())[:3])
+    mask = np.asarray(case.inputs["mask"], dtype=bool)
+    return _recognise(got, _masked_slips(Q, K, V, mask))
+
+
+def check_masked_attention(
+    fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], object],
+) -> CheckReport:
+    """Check the reader's attention with a boolean mask (True = may attend).
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(Q, K, V, mask)`` with ``Q (n, d_k)``, ``K (m, d_k)``, ``V (m, d_v)`` and
+        a boolean ``mask`` broadcastable to ``(n, m)``; returns the output
+        ``(n, d_v)`` or a tuple ``(output, weights)`` (the output is checked).
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case passed; its ``repr`` explains any failure, naming an
+        inverted mask, a mask applied after the softmax without renormalising, a mask
+        multiplied into the scores, and a mask that was ignored.
+
+    Notes
+    -----
+    The last case has a query that may attend to no key. The book's convention,
+    and PyTorch's, is that such a row gets weights 0 and output 0 (see
+    :func:`helpers.scaled_dot_product_attention`). The usual ``-inf`` fill gives
+    ``nan`` there (a softmax of 0/0), and a finite fill such as ``-1e9`` gives the
+    mean of all values; both are right on every other row, so only this case fails.
+
+    Examples
+    --------
+    >>> from helpers import scaled_dot_product_attention
+    >>> from helpers.checks import check_masked_attention
+    >>> check_masked_attention(scaled_dot_product_attention)
+    check_masked_attention(scaled_dot_product_attention): All 5 checks passed: causal mask,
+        random mask, padding mask of shape (1, m), large scores with a mask, a query with
+        no allowed key.
+    """
+    _require_callable(fn, "check_masked_attention")
+    Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    K = np.array([[1.0, 2.0], [0.0, 1.0], [2.0, 0.0]])
+    V = np.array([[1.0, 0.0], [0.0, 10.0], [5.0, 5.0]])
+    Q4 = np.array([[2.0, 0.0, 1.0], [0.0, 1.0, 1.0]])
+    K4 = np.array([[1.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 2.0], [3.0, 1.0, 1.0]])
+    V4 = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+    hint = _MASK_BEFORE_SOFTMAX
+    inputs = {
+        "causal mask": (Q, K, V, causal_mask(3), hint),
+        "random mask": (
+            Q4,
+            K4,
+            V4,
+            np.array([[True, False, True, False], [False, True, True, True]]),
+            hint,
+        ),
+        "padding mask of shape (1, m)": (
+            Q4,
+            K4,
+            V4,
+            np.array([[True, True, True, False]]),
+            f"the mask broadcasts against the (n, m) scores like any array: {hint}",
+        ),
+        "large scores with a mask": (
+            100 * Q,
+            K,
+            V,
+            causal_mask(3),
+            f"{_STABLE_ROWS}; with -inf entries the max is taken over the allowed scores",
+        ),
+        "a query with no allowed key": (
+            Q,
+            K,
+            V,
+            np.array([[True, False, False], [False, False, False], [True, True, False]]),
+            _FULLY_MASKED_RULE,
+        ),
+    }
+    cases = [
+        Case(
+            name,
+            {"Q": Q_, "K": K_, "V": V_, "mask": mask},
+            scaled_dot_product_attention(Q_, K_, V_, mask)[0],
+            hint,
+        )
+        for name, (Q_, K_, V_, mask, hint) in inputs.items()
+    ]
+    return _with_function_name(
+        run_checks(
+            _output_of(fn),
+            cases,
+            check_name="check_masked_attention",
+            diagnose=_masked_diagnose,
+        ),
+        fn,
+    )
+
+
+# ---------------------------------------------------------------------------
+# (d) the gradients
+# ---------------------------------------------------------------------------
+
+_GRAD_NAMES = ("dQ", "dK", "dV")
+_GRAD_FORMULAS = (
+    "with A the weights, G = dL/d(output) and s = 1/sqrt(d_k): dV = A.T @ G; "
+    "dA = G @ V.T; dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True)); "
+    "dQ = s * dS @ K; dK = s * dS.T @ Q"
+)
+
+
+def _grad_part(fn: Callable[..., object], index: int) -> Callable[..., object]:
+    """``fn`` returning only gradient ``index`` of its ``(dQ, dK, dV)``."""
+
+    @functools.wraps(fn)
+    def part(*args: np.ndarray) -> object:
+        result = fn(*args)
+        if not isinstance(result, (tuple, list)) or len(result) != 3:
+            what = f"a {type(result).__name__}"
+            if isinstance(result, (tuple, list)):
+                what += f" of length {len(result)}"
+            raise ValueError(f"it must return three arrays (dQ, dK, dV); it returned {what}")
+        return result[index]
+
+    return part
+
+
+def _grad_slips(
+    Q: np.ndarray, K: np.ndarray, V: np.ndarray, G: np.ndarray, index: int
+) -> list[tuple[np.ndarray, Finding]]:
+    s = 1 / np.sqrt(Q.shape[-1])
+    A = _softmax_rows(s * Q @ K.T)
+    dA = G @ V.T
+    dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True))
+    no_rowsum = A * dA
+    missing_scale = Finding(
+        f"{_GRAD_NAMES[index]} lacks the factor 1/sqrt(d_k): the scores are "
+        "S = Q K^T / sqrt(d_k), so the chain rule brings 1/sqrt(d_k) into dQ and dK",
+        _GRAD_FORMULAS,
+    )
+    rowsum = Finding(
+        "the term -rowsum(dA * A) of the softmax Jacobian is missing: dS = A * dA "
+        "treats each weight as if it depended only on its own score",
+        "the softmax Jacobian is diag(a) - a a^T, so dS = A * (dA - (dA * A).sum(axis=-1, "
+        "keepdims=True))",
+    )
+    transposed = Finding(f"{_GRAD_NAMES[index]} has a transpose in the wrong place", _GRAD_FORMULAS)
+    jacobian = Finding("dS = dA: the softmax's Jacobian is missing entirely", _GRAD_FORMULAS)
+    candidates: list[tuple[Callable[[], np.ndarray], Finding]] = [
+        [  # dQ
+            (lambda: dS @ K, missing_scale),
+            (lambda: s * no_rowsum @ K, rowsum),
+            (lambda: s * dS.T @ K, transposed),
+            (lambda: s * dA @ K, jacobian),
+        ],
+        [  # dK
+            (lambda: dS.T @ Q, missing_scale),
+            (lambda: s * no_rowsum.T @ Q, rowsum),
+            (lambda: s * dS @ Q, transposed),
+            (lambda: s * dA.T @ Q, jacobian),
+        ],
+        [  # dV
+            (lambda: A @ G, transposed),
+            (lambda: G.T @ A, transposed),
+        ],
+    ][index]
+    slips = []
+    for compute, finding in candidates:
+        try:  # a transposed product runs only for some shapes
+            slips.append((compute(), finding))
+        except ValueError:
+            pass
+    return slips
+
+
+def _grad_diagnose(index: int) -> Callable[[Case, np.ndarray], list[Finding]]:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        Q, K, V, G = _as_float64(*case.inputs.values())
+        return _recognise(got, _grad_slips(Q, K, V, G, index))
+
+    return diagnose
+
+
+def check_attention_grad(
+    fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], object],
+) -> CheckReport:
+    """Check the reader's gradients of attention with respect to ``Q``, ``K`` and ``V``.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(Q, K, V, grad_output) -> (dQ, dK, dV)`` with ``Q (n, d_k)``,
+        ``K (m, d_k)``, ``V (m, d_v)`` and ``grad_output (n, d_v)``, the gradient of a
+        loss with respect to the output of (unmasked) scaled dot-product attention.
+        Returns the gradients of that loss with respect to ``Q``, ``K`` and ``V``, of
+        the same shapes.
+
+    Returns
+    -------
+    CheckReport
+        One result per gradient per case (``"square: dQ"``, ...), truthy iff all
+        passed; its ``repr`` names a missing ``1/sqrt(d_k)``, a missing row-sum term
+        of the softmax Jacobian, a missing Jacobian and misplaced transposes.
+
+    Notes
+    -----
+    Cases: square shapes (``n = m = d_k = d_v = 3``, where a misplaced transpose
+    still runs) and cross shapes (``n = 2``, ``m = 4``, ``d_k = 3``, ``d_v = 5``).
+
+    Examples
+    --------
+    >>> from helpers import attention_backward, scaled_dot_product_attention
+    >>> from helpers.checks import check_attention_grad
+    >>> def grads(Q, K, V, G):
+    ...     weights = scaled_dot_product_attention(Q, K, V)[1]
+    ...     return attention_backward(Q, K, V, weights, G)
+    >>> check_attention_grad(grads)
+    check_attention_grad(grads): All 6 checks passed: square: dQ, square: dK, square: dV,
+        cross shapes: dQ, cross shapes: dK, cross shapes: dV.
+    """
+    _require_callable(fn, "check_attention_grad")
+    rng = np.random.default_rng(3)
+    inputs = {
+        "square": (
+            rng.integers(-2, 3, size=(3, 3)),
+            rng.integers(-2, 3, size=(3, 3)),
+            rng.integers(-2, 3, size=(3, 3)),
+            rng.integers(-2, 3, size=(3, 3)),
+        ),
+        "cross shapes": (
+            rng.integers(-2, 3, size=(2, 3)),
+            rng.integers(-2, 3, size=(4, 3)),
+            rng.integers(-2, 3, size=(4, 5)),
+            rng.integers(-2, 3, size=(2, 5)),
+        ),
+    }
+    results = []
+    for name, arrays in inputs.items():
+        Q, K, V, G = _as_float64(*arrays)
+        weights = scaled_dot_product_attention(Q, K, V)[1]
+        expected = attention_backward(Q, K, V, weights, G)
+        for index, part in enumerate(_GRAD_NAMES):
+            case = Case(
+                f"{name}: {part}",
+                {"Q": Q, "K": K, "V": V, "grad_output": G},
+                expected[index],
+                _GRAD_FORMULAS,
+            )
+            report = run_checks(
+                _grad_part(fn, index),
+                [case],
+                check_name="check_attention_grad",
+                diagnose=_grad_diagnose(index),
+            )
+            results.extend(report.results)
+    return CheckReport(check="check_attention_grad", function=_name_of(fn), results=tuple(results))

@@ -1,0 +1,519 @@
+"""Tests of helpers.checks.attention: right answers pass, typical slips get useful feedback."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import helpers
+from helpers import checks
+from helpers.checks import (
+    CheckReport,
+    check_attention,
+    check_attention_grad,
+    check_causal_mask,
+    check_masked_attention,
+)
+
+# ---------------------------------------------------------------------------
+# From-scratch answers, as a reader would write them
+# ---------------------------------------------------------------------------
+
+
+def softmax_rows(S, axis=-1):
+    E = np.exp(S - S.max(axis=axis, keepdims=True))
+    return E / E.sum(axis=axis, keepdims=True)
+
+
+def scores(Q, K):
+    return Q @ K.T / np.sqrt(Q.shape[-1])
+
+
+def four_steps(Q, K, V):
+    return softmax_rows(scores(Q, K)) @ V
+
+
+def four_steps_with_weights(Q, K, V):
+    A = softmax_rows(scores(Q, K))
+    return A @ V, A
+
+
+def tril_mask(n):
+    return np.tril(np.ones((n, n), dtype=bool))
+
+
+def tril_mask_of_ones(n):  # 0/1 floats: read as a mask too
+    return np.tril(np.ones((n, n)))
+
+
+def masked_attention(Q, K, V, mask):
+    S = np.where(mask, scores(Q, K), -np.inf)
+    top = S.max(axis=-1, keepdims=True)
+    E = np.exp(S - np.where(np.isfinite(top), top, 0))
+    total = E.sum(axis=-1, keepdims=True)
+    return E / np.where(total == 0, 1, total) @ V
+
+
+def grads(Q, K, V, G):
+    s = 1 / np.sqrt(Q.shape[-1])
+    A = softmax_rows(s * Q @ K.T)
+    dA = G @ V.T
+    dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True))
+    return s * dS @ K, s * dS.T @ Q, A.T @ G
+
+
+def reference_grads(Q, K, V, G):
+    weights = helpers.scaled_dot_product_attention(Q, K, V)[1]
+    return helpers.attention_backward(Q, K, V, weights, G)
+
+
+# Plausible wrong answers.
+def unscaled(Q, K, V):
+    return softmax_rows(Q @ K.T) @ V
+
+
+def divided_by_d_k(Q, K, V):
+    return softmax_rows(Q @ K.T / Q.shape[-1]) @ V
+
+
+def softmax_over_columns(Q, K, V):
+    return softmax_rows(scores(Q, K), axis=0) @ V
+
+
+def naive_softmax(Q, K, V):
+    E = np.exp(scores(Q, K))
+    return E / E.sum(axis=-1, keepdims=True) @ V
+
+
+def naive_softmax_in_float32(Q, K, V):
+    # ** 0.5 gives a Python float, which keeps float32 arrays in float32 (np.sqrt
+    # returns a float64 scalar, which promotes them to float64)
+    E = np.exp(Q @ K.T / Q.shape[-1] ** 0.5)
+    return E / E.sum(axis=-1, keepdims=True) @ V
+
+
+def K_not_transposed(Q, K, V):
+    return softmax_rows(Q @ K / np.sqrt(Q.shape[-1])) @ V
+
+
+def unnormalised(Q, K, V):
+    return np.exp(scores(Q, K)) @ V
+
+
+def returns_weights(Q, K, V):
+    return softmax_rows(scores(Q, K))
+
+
+def scales_in_place(Q, K, V):
+    Q /= np.sqrt(Q.shape[-1])
+    return softmax_rows(Q @ K.T) @ V
+
+
+def upper_triangle(n):
+    return np.triu(np.ones((n, n), dtype=bool))
+
+
+def inverted_causal(n):
+    return ~tril_mask(n)
+
+
+def without_diagonal(n):
+    return np.tril(np.ones((n, n), dtype=bool), k=-1)
+
+
+def additive_causal(n):
+    return np.where(tril_mask(n), 0.0, -np.inf)
+
+
+def neg_inf_fill(Q, K, V, mask):
+    return softmax_rows(np.where(mask, scores(Q, K), -np.inf)) @ V
+
+
+def minus_1e9_fill(Q, K, V, mask):
+    return softmax_rows(np.where(mask, scores(Q, K), -1e9)) @ V
+
+
+def inverted_mask(Q, K, V, mask):
+    return masked_attention(Q, K, V, ~mask)
+
+
+def mask_after_softmax(Q, K, V, mask):
+    return softmax_rows(scores(Q, K)) * mask @ V
+
+
+def mask_times_scores(Q, K, V, mask):
+    return softmax_rows(scores(Q, K) * mask) @ V
+
+
+def mask_ignored(Q, K, V, mask):
+    return four_steps(Q, K, V)
+
+
+def grads_variant(slip):
+    def variant(Q, K, V, G):
+        s = 1 / np.sqrt(Q.shape[-1])
+        A = softmax_rows(s * Q @ K.T)
+        dA = G @ V.T
+        dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True))
+        dQ, dK, dV = s * dS @ K, s * dS.T @ Q, A.T @ G
+        if slip == "no scale":
+            dQ, dK = dS @ K, dS.T @ Q
+        elif slip == "no rowsum":
+            dQ, dK = s * (A * dA) @ K, s * (A * dA).T @ Q
+        elif slip == "no jacobian":
+            dQ, dK = s * dA @ K, s * dA.T @ Q
+        elif slip == "dV transposed":
+            dV = A @ G  # runs only when n == m
+        elif slip == "dK transposed":
+            dK = s * dS @ Q
+        elif slip == "two gradients":
+            return dQ, dK
+        return dQ, dK, dV
+
+    variant.__name__ = "grads_" + slip.replace(" ", "_")
+    return variant
+
+
+ALL_CHECKS = [
+    (
+        check_attention,
+        [helpers.scaled_dot_product_attention, four_steps, four_steps_with_weights],
+    ),
+    (check_causal_mask, [helpers.causal_mask, tril_mask, tril_mask_of_ones]),
+    (check_masked_attention, [helpers.scaled_dot_product_attention, masked_attention]),
+    (check_attention_grad, [reference_grads, grads]),
+]
+REFERENCE_PAIRS = [(check, fn) for check, fns in ALL_CHECKS for fn in fns]
+
+
+def flat(report: CheckReport) -> str:
+    """The report's text with the line wrapping undone, for substring assertions."""
+    return " ".join(repr(report).split())
+
+
+def failed(report: CheckReport) -> dict[str, str]:
+    """Failing case name -> its problem text."""
+    return {r.name: r.problem for r in report.results if not r.passed}
+
+
+# ---------------------------------------------------------------------------
+# Right answers pass
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("check", "fn"), REFERENCE_PAIRS)
+def test_correct_answers_pass(check, fn):
+    report = check(fn)
+    assert report
+    assert report.passed and all(r.passed for r in report.results)
+    text = flat(report)
+    assert f"All {len(report.results)} checks passed" in text
+    assert all(r.name in text for r in report.results)
+    assert f"{check.__name__}({fn.__name__})" in text
+    assert "FAILED" not in text
+
+
+def test_checks_are_re_exported():
+    for name in ("check_attention", "check_attention_grad", "check_causal_mask"):
+        assert name in checks.__all__ and getattr(checks, name) is globals()[name]
+    assert "check_masked_attention" in checks.__all__
+
+
+def test_a_partial_is_reported_under_its_type_name():
+    report = check_attention(functools.partial(four_steps))
+    assert report and flat(report).startswith("check_attention(partial)")
+
+
+@pytest.mark.parametrize("check", [c for c, _ in ALL_CHECKS])
+def test_passing_a_result_instead_of_a_function_raises(check):
+    with pytest.raises(TypeError, match=rf"{check.__name__} expects your function itself"):
+        check(np.zeros((2, 2)))
+
+
+def test_report_does_not_depend_on_print_options():
+    plain = repr(check_masked_attention(minus_1e9_fill))
+    with np.printoptions(precision=2, floatmode="fixed", linewidth=20):
+        assert repr(check_masked_attention(minus_1e9_fill)) == plain
+
+
+# ---------------------------------------------------------------------------
+# (a) check_attention: wrong answers fail, with specific feedback
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fn", "cases", "problem", "hint"),
+    [
+        (
+            unscaled,
+            {"hand-sized 2 x 2", "cross shapes (n=2, m=4, d_k=3, d_v=5)", "wide d_k = 16"},
+            "the scores are not scaled: it equals softmax(Q K^T) V",
+            "S = Q @ K.T / np.sqrt(d_k)",
+        ),
+        (
+            divided_by_d_k,
+            {"hand-sized 2 x 2", "cross shapes (n=2, m=4, d_k=3, d_v=5)", "wide d_k = 16"},
+            "divided by d_k instead of sqrt(d_k)",
+            "np.sqrt(Q.shape[-1]), not Q.shape[-1]",
+        ),
+        (
+            softmax_over_columns,
+            {"hand-sized 2 x 2", "equal scores", "a single key", "wide d_k = 16"},
+            "the softmax normalises each column of S instead of each row (axis=0)",
+            "axis=-1, keepdims=True",
+        ),
+        (
+            K_not_transposed,
+            {"hand-sized 2 x 2"},
+            "it uses Q @ K instead of Q @ K.T",
+            "S = Q @ K.T (n, m)",
+        ),
+        (
+            unnormalised,
+            {"hand-sized 2 x 2", "wide d_k = 16"},
+            "the weights are not normalised",
+            "exp(S).sum(axis=-1, keepdims=True)",
+        ),
+        (
+            returns_weights,
+            {"hand-sized 2 x 2"},
+            "it returns the weights A, not the output",
+            "output = A @ V",
+        ),
+    ],
+)
+def test_attention_slips_are_named(fn, cases, problem, hint):
+    report = check_attention(fn)
+    assert not report
+    for name in cases:
+        assert problem in failed(report)[name]
+    assert hint in flat(report)
+
+
+def test_naive_softmax_fails_on_large_scores_with_the_max_shift_hint():
+    report = check_attention(naive_softmax)
+    assert set(failed(report)) == {"large scores"}
+    text = flat(report)
+    assert "the output contains nan" in text
+    assert '"overflow encountered in exp"' in text
+    assert "exp(1060) overflows to inf" in text
+    assert "S - S.max(axis=-1, keepdims=True)" in text
+    report = check_attention(naive_softmax_in_float32)
+    assert set(failed(report)) == {"large scores", "float32 input"}
+    assert "in float32 exp overflows above 88.7, and these scores reach 113" in flat(report)
+
+
+def test_K_not_transposed_fails_to_run_on_cross_shapes():
+    failures = failed(check_attention(K_not_transposed))
+    assert failures["cross shapes (n=2, m=4, d_k=3, d_v=5)"] == "your function raised"
+    text = flat(check_attention(K_not_transposed))
+    assert "the scores Q @ K.T are (n, m)" in text
+
+
+def test_shape_errors_are_reported():
+    report = check_attention(returns_weights)
+    assert (
+        "expected shape (2, 5), got shape (2, 4)"
+        in failed(report)["cross shapes (n=2, m=4, d_k=3, d_v=5)"]
+    )
+
+
+def test_changing_an_input_in_place_is_reported():
+    report = check_attention(scales_in_place)
+    assert "your function changed its input Q in place" in flat(report)
+
+
+def test_the_report_reads_well():
+    text = repr(check_attention(unscaled))
+    assert text.startswith("check_attention(unscaled): 4 of 7 checks passed, 3 failed.")
+    assert "\nFAILED: hand-sized 2 x 2\n    input:    Q = [[1, 0],\n" in text
+    assert "    expected: [[1.66048, 2.66048],\n               [2, 3]]" in text
+    assert "Passed: large scores, equal scores, a single key, float32 input." in text
+
+
+# ---------------------------------------------------------------------------
+# (b) check_causal_mask
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fn", "cases", "problem", "hint"),
+    [
+        (
+            upper_triangle,
+            {"n = 2", "n = 3", "n = 6"},
+            "it is the upper triangle: query i sees the keys j >= i, the future",
+            "use the lower triangle, np.tril",
+        ),
+        (
+            inverted_causal,
+            {"n = 2", "n = 3", "n = 6"},
+            "the convention is inverted: True marks the keys a query may NOT see",
+            "True means may attend: return the negation",
+        ),
+        (
+            without_diagonal,
+            {"n = 1", "n = 2", "n = 3", "n = 6"},
+            "the diagonal is missing: query i does not see key i",
+            "np.tril(..., k=0), not k=-1",
+        ),
+    ],
+)
+def test_causal_mask_slips_are_named(fn, cases, problem, hint):
+    report = check_causal_mask(fn)
+    assert set(failed(report)) >= cases
+    for name in cases:
+        assert problem in failed(report)[name]
+    assert hint in flat(report)
+
+
+def test_upper_triangle_passes_only_the_one_by_one_case():
+    report = check_causal_mask(upper_triangle)
+    assert [r.name for r in report.results if r.passed] == ["n = 1"]
+
+
+def test_additive_causal_mask_is_told_to_return_booleans():
+    report = check_causal_mask(additive_causal)
+    assert (
+        "the output is -inf at index (0, 1) where the answer is finite" in failed(report)["n = 2"]
+    )
+    assert "a boolean mask, not the additive form of 0 and -inf" in flat(report)
+
+
+def test_causal_mask_receives_a_python_int():
+    seen = []
+
+    def spy(n):
+        seen.append(n)
+        return tril_mask(n)
+
+    assert check_causal_mask(spy)
+    assert seen == [1, 2, 3, 6] and all(type(n) is int for n in seen)
+    assert "input: n = 3 expected" in flat(check_causal_mask(upper_triangle))  # no dtype
+
+
+# ---------------------------------------------------------------------------
+# (c) check_masked_attention
+# ---------------------------------------------------------------------------
+
+ALL_MASKED_CASES = {
+    "causal mask",
+    "random mask",
+    "padding mask of shape (1, m)",
+    "large scores with a mask",
+    "a query with no allowed key",
+}
+
+
+@pytest.mark.parametrize(
+    ("fn", "cases", "problem"),
+    [
+        (
+            inverted_mask,
+            ALL_MASKED_CASES,
+            "the mask is inverted: the queries attend to the keys it hides",
+        ),
+        (
+            mask_after_softmax,
+            ALL_MASKED_CASES,
+            "the weights were masked after the softmax and not renormalised",
+        ),
+        (
+            mask_times_scores,
+            ALL_MASKED_CASES - {"large scores with a mask"},
+            "the scores were multiplied by the mask: a hidden key gets score 0, not -inf",
+        ),
+        (
+            mask_ignored,
+            ALL_MASKED_CASES,
+            "the mask made no difference",
+        ),
+    ],
+)
+def test_masking_slips_are_named(fn, cases, problem):
+    report = check_masked_attention(fn)
+    for name in cases:
+        assert problem in failed(report)[name]
+    if fn is not mask_after_softmax:
+        assert "S = np.where(mask, S, -np.inf)" in flat(report)
+
+
+def test_neg_inf_fill_fails_only_on_the_fully_masked_row_with_nan():
+    report = check_masked_attention(neg_inf_fill)
+    failures = failed(report)
+    assert set(failures) == {"a query with no allowed key"}
+    assert failures["a query with no allowed key"].startswith("the output contains nan")
+    text = flat(report)
+    assert "With -inf scores its softmax is 0/0 = nan" in text
+    assert "weights 0 and output 0 for that row" in text
+
+
+def test_minus_1e9_fill_fails_only_on_the_fully_masked_row_as_uniform():
+    report = check_masked_attention(minus_1e9_fill)
+    failures = failed(report)
+    assert set(failures) == {"a query with no allowed key"}
+    assert "got the mean of all the values" in failures["a query with no allowed key"]
+    assert "such as -1e9" in failures["a query with no allowed key"]
+
+
+# ---------------------------------------------------------------------------
+# (d) check_attention_grad
+# ---------------------------------------------------------------------------
+
+GRAD_CASES = [
+    f"{case}: {part}" for case in ("square", "cross shapes") for part in ("dQ", "dK", "dV")
+]
+
+
+@pytest.mark.parametrize(
+    ("slip", "cases", "problem"),
+    [
+        ("no scale", GRAD_CASES[0:2] + GRAD_CASES[3:5], "lacks the factor 1/sqrt(d_k)"),
+        (
+            "no rowsum",
+            GRAD_CASES[0:2] + GRAD_CASES[3:5],
+            "the term -rowsum(dA * A) of the softmax Jacobian is missing",
+        ),
+        (
+            "no jacobian",
+            GRAD_CASES[0:2] + GRAD_CASES[3:5],
+            "dS = dA: the softmax's Jacobian is missing entirely",
+        ),
+        ("dV transposed", ["square: dV"], "dV has a transpose in the wrong place"),
+        ("dK transposed", ["square: dK"], "dK has a transpose in the wrong place"),
+    ],
+)
+def test_gradient_slips_are_named(slip, cases, problem):
+    report = check_attention_grad(grads_variant(slip))
+    failures = failed(report)
+    for name in cases:
+        assert problem in failures[name]
+    assert all(r.passed for r in report.results if r.name not in failures)
+
+
+def test_gradient_slips_keep_the_right_gradients_passing():
+    report = check_attention_grad(grads_variant("no scale"))
+    assert [r.name for r in report.results if r.passed] == ["square: dV", "cross shapes: dV"]
+
+
+def test_transposes_that_cannot_run_on_cross_shapes_are_reported_as_raised():
+    report = check_attention_grad(grads_variant("dV transposed"))
+    assert failed(report)["cross shapes: dV"] == "your function raised"
+    assert "matmul" in flat(report)
+
+
+def test_wrong_number_of_gradients():
+    report = check_attention_grad(grads_variant("two gradients"))
+    assert not report and len(report.failures) == 6
+    assert "it must return three arrays (dQ, dK, dV); it returned a tuple of length 2" in flat(
+        report
+    )
+    assert flat(report).startswith("check_attention_grad(grads_two_gradients): 0 of 6")
+
+
+def test_the_grad_formulas_are_in_the_hint():
+    text = flat(check_attention_grad(grads_variant("no scale")))
+    assert "dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True))" in text
+    assert "dQ = s * dS @ K; dK = s * dS.T @ Q" in text
