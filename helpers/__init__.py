@@ -5,21 +5,45 @@ module's docstring says which chapter introduces it.
 """
 
 from helpers import checks
+from helpers.attention import attention_backward, scaled_dot_product_attention
 from helpers.glue import glue
+from helpers.masks import causal_mask, padding_mask
+from helpers.multihead import (
+    grouped_query_attention,
+    init_mha_params,
+    kv_cache_elements,
+    merge_heads,
+    mha_parameter_count,
+    multi_head_attention,
+    multi_head_attention_backward,
+    split_heads,
+)
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
 from helpers.widgets import Explorer, Param, log_values
 
 __all__ = [
     "Explorer",
     "Param",
+    "attention_backward",
+    "causal_mask",
     "checks",
     "entropy",
     "glue",
+    "grouped_query_attention",
+    "init_mha_params",
+    "kv_cache_elements",
     "log_softmax",
     "log_values",
     "logsumexp",
+    "merge_heads",
+    "mha_parameter_count",
+    "multi_head_attention",
+    "multi_head_attention_backward",
+    "padding_mask",
+    "scaled_dot_product_attention",
     "softmax",
     "softmax_jacobian",
+    "split_heads",
 ]
 
 __version__ = "0.1.0"

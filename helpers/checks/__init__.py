@@ -32,6 +32,12 @@ The report's text is deterministic (no addresses, timings or numpy print options
 leak in), so notebooks that show it pass strict output comparison.
 """
 
+from helpers.checks.attention import (
+    check_attention,
+    check_attention_grad,
+    check_causal_mask,
+    check_masked_attention,
+)
 from helpers.checks.core import (
     ATOL_FLOAT32,
     ATOL_FLOAT64,
@@ -42,6 +48,11 @@ from helpers.checks.core import (
     CheckReport,
     Finding,
     run_checks,
+)
+from helpers.checks.multihead import (
+    check_mha_backward,
+    check_mha_parameter_count,
+    check_multi_head_attention,
 )
 from helpers.checks.softmax import (
     check_entropy,
@@ -60,9 +71,16 @@ __all__ = [
     "CaseResult",
     "CheckReport",
     "Finding",
+    "check_attention",
+    "check_attention_grad",
+    "check_causal_mask",
     "check_entropy",
     "check_log_softmax",
     "check_logsumexp",
+    "check_masked_attention",
+    "check_mha_backward",
+    "check_mha_parameter_count",
+    "check_multi_head_attention",
     "check_softmax",
     "check_softmax_jacobian",
     "run_checks",

@@ -1,0 +1,775 @@
+"""Self-checks of chapter 3 (multi-head attention), built on :mod:`helpers.checks.core`.
+
+The reader's functions take Python numbers (``num_heads``, ``causal``, ``bias``) next to
+their arrays, so each case calls the function with those bound and the report shows
+the arrays by shape (``X: (4, 8)``) rather than entry by entry. When an answer is
+wrong, the diagnosis recomputes the layer with each usual slip (and pairs of them) and
+names the one that reproduces the reader's numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from helpers.attention import attention_backward, scaled_dot_product_attention
+from helpers.checks.core import (
+    Case,
+    CaseResult,
+    CheckReport,
+    Diagnose,
+    Finding,
+    _fmt_num,
+    _name_of,
+    run_checks,
+)
+from helpers.masks import causal_mask
+from helpers.multihead import (
+    merge_heads,
+    mha_parameter_count,
+    multi_head_attention,
+    split_heads,
+)
+
+__all__ = ["check_mha_backward", "check_mha_parameter_count", "check_multi_head_attention"]
+
+_WEIGHT_NAMES = ("W_Q", "W_K", "W_V", "W_O")
+_GRAD_NAMES = ("dW_Q", "dW_K", "dW_V", "dW_O", "dX")
+
+
+# ---------------------------------------------------------------------------
+# Running cases whose function takes Python numbers besides arrays
+# ---------------------------------------------------------------------------
+
+
+class _Unusable(Exception):
+    """The reader's result has no array to compare (e.g. a missing dict entry)."""
+
+    def __init__(self, got: str, problem: str, hint: str) -> None:
+        super().__init__(problem)
+        self.got, self.problem, self.hint = got, problem, hint
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """A case, how its arrays become the function's arguments, how the report shows them.
+
+    ``arrange(*arrays)`` returns the positional arguments of the reader's function:
+    the case's arrays (fresh copies, checked for changes in place) with the Python
+    numbers it needs inserted where they belong.
+    """
+
+    case: Case
+    arrange: Callable[..., tuple[object, ...]]
+    shown: str
+    diagnose: Diagnose | None = None
+    pick: Callable[[object], object] | None = None  # the array to compare, from fn's result
+    exact_integer: bool = False  # show expected and got as whole numbers, not to 6 digits
+
+
+_IN_PLACE_HINT = (
+    "compute new arrays (Q = X @ W_Q, S = S - S.max(...)) instead of modifying an argument "
+    "in place (X -= ..., X /= ...): the caller's arrays must stay as they were"
+)
+
+
+def _run(fn: Callable[..., object], check_name: str, specs: Sequence[_Spec]) -> CheckReport:
+    """Run every spec as a one-case check and collect the results in one report."""
+    run_checks(fn, [], check_name=check_name)  # raises TypeError if fn is not callable
+    results: list[CaseResult] = []
+    for spec in specs:
+        unusable: list[_Unusable] = []
+        returned: list[object] = []
+
+        def call(
+            *arrays: np.ndarray, spec: _Spec = spec, unusable: list = unusable, returned=returned
+        ) -> object:
+            result = fn(*spec.arrange(*arrays))
+            if spec.pick is not None:
+                try:
+                    result = spec.pick(result)
+                except _Unusable as why:
+                    unusable.append(why)
+                    return np.zeros_like(spec.case.expected)
+            returned.append(result)
+            return result
+
+        report = run_checks(call, [spec.case], check_name=check_name, diagnose=spec.diagnose)
+        result = dataclasses.replace(report.results[0], input=spec.shown)
+        if "in place" in result.problem:  # the core's hint speaks of softmax logits
+            result = dataclasses.replace(result, hint=_IN_PLACE_HINT)
+        if spec.exact_integer:
+            result = dataclasses.replace(result, expected=_whole(spec.case.expected))
+            if returned and _is_real_scalar(returned[0]):
+                result = dataclasses.replace(result, got=_whole(returned[0]))
+        if unusable:
+            first = unusable[0]
+            result = dataclasses.replace(
+                result, passed=False, got=first.got, problem=first.problem, hint=first.hint
+            )
+        results.append(result)
+    return CheckReport(check=check_name, function=_name_of(fn), results=tuple(results))
+
+
+def _is_real_scalar(value: object) -> bool:
+    try:
+        arr = np.asarray(value)
+    except Exception:
+        return False
+    return arr.shape == () and arr.dtype.kind in "iuf"
+
+
+def _whole(value: object) -> str:
+    """A count as Python prints it (``1050624``); 6 digits would hide an off-by-one."""
+    v = np.asarray(value).item()
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def _append(*numbers: object) -> Callable[..., tuple[object, ...]]:
+    """``arrange``: the case's arrays, then ``numbers``."""
+    return lambda *arrays: (*arrays, *numbers)
+
+
+def _heads_before_last(num_heads: int) -> Callable[..., tuple[object, ...]]:
+    """``arrange``: ``num_heads`` inserted before the last array (``grad_output``)."""
+    return lambda *arrays: (*arrays[:-1], num_heads, arrays[-1])
+
+
+def _shapes_line(X: np.ndarray, weights: Mapping[str, np.ndarray], *rest: str) -> str:
+    w = next(iter(weights.values()))
+    return "; ".join([f"X: {X.shape}", f"{', '.join(weights)}: {w.shape} each", *rest])
+
+
+def _random_layer(seed: int, n: int, d_model: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``X`` of shape ``(n, d_model)`` and four weights scaled so the scores are O(1)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d_model))
+    scale = 1 / math.sqrt(d_model)
+    return X, {k: rng.normal(scale=scale, size=(d_model, d_model)) for k in _WEIGHT_NAMES}
+
+
+# ---------------------------------------------------------------------------
+# check_multi_head_attention
+# ---------------------------------------------------------------------------
+
+_MHA_FORMULA = (
+    "head_i = softmax(Q_i K_i^T / sqrt(d_k)) V_i, where Q_i is the i-th block of d_k = "
+    "d_model / num_heads consecutive columns of Q = X @ W_Q (likewise K_i, V_i); output = "
+    "concat(head_1, ..., head_h) @ W_O"
+)
+_CAUSAL_FORMULA = (
+    "with causal=True, query i may attend only to keys j <= i: set the other scores to "
+    "-inf before the softmax, e.g. np.where(np.tril(np.ones((n, n), dtype=bool)), S, -np.inf)"
+)
+_SPLIT_HINT = (
+    "split with Q.reshape(n, h, d_k).transpose(1, 0, 2): h must come before d_k in the "
+    "reshape, so that each head gets d_k consecutive columns"
+)
+_MERGE_HINT = (
+    "merge with O.transpose(1, 0, 2).reshape(n, h * d_k), the inverse of the split: "
+    "token t's row is [head_1[t], ..., head_h[t]]"
+)
+
+# Each kind of slip: the variants a reader may write instead of the right one (the
+# first of each tuple), with what the report says about each.
+_SLIPS: dict[str, tuple[str, ...]] = {
+    "heads": ("split", "one big head"),
+    "split": ("blocks", "interleaved"),
+    "merge": ("blocks", "interleaved", "no transpose"),
+    "scale": ("d_k", "d_model", "none"),
+    "weights": ("X @ W", "X @ W.T"),
+    "W_O": ("applied", "missing"),
+    "mask": ("past", "none", "future"),
+    "softmax": ("keys", "queries"),
+}
+
+
+def _slip_text(kind: str, variant: str, d_model: int, num_heads: int) -> Finding:
+    d_k = d_model // num_heads
+    texts = {
+        ("heads", "one big head"): (
+            "this is a single attention over all d_model columns, not num_heads heads",
+            "split Q, K and V into num_heads heads of d_k = d_model / num_heads columns, "
+            "attend within each head, then concatenate the heads",
+        ),
+        ("split", "interleaved"): (
+            "the heads' columns are interleaved: head i got columns i, i + h, i + 2h, ... "
+            "(a reshape to (n, d_k, h)) instead of the block i*d_k, ..., (i+1)*d_k - 1",
+            _SPLIT_HINT,
+        ),
+        ("merge", "interleaved"): (
+            "the heads are merged column-interleaved (a reshape from (n, d_k, h)): head "
+            "i's output must fill columns i*d_k, ..., (i+1)*d_k - 1",
+            _MERGE_HINT,
+        ),
+        ("merge", "no transpose"): (
+            "the heads are merged by reshaping (h, n, d_k) straight to (n, h*d_k), which "
+            "mixes up the tokens: move the head axis next to d_k first",
+            _MERGE_HINT,
+        ),
+        ("scale", "d_model"): (
+            f"the scores are divided by sqrt(d_model) = sqrt({d_model}) instead of "
+            f"sqrt(d_k) = sqrt({d_k}), d_k = d_model / num_heads",
+            "each head's queries and keys have d_k = d_model / num_heads columns: divide "
+            "the scores by np.sqrt(d_k)",
+        ),
+        ("scale", "none"): (
+            "the scores are not divided by sqrt(d_k)",
+            f"S_i = Q_i K_i^T / sqrt(d_k) with d_k = d_model / num_heads = {d_k}",
+        ),
+        ("weights", "X @ W.T"): (
+            "the weights are applied transposed, as X @ W.T (PyTorch's nn.Linear stores W^T)",
+            "the book's vectors are rows: Q = X @ W_Q, ..., output = concat(heads) @ W_O",
+        ),
+        ("W_O", "missing"): (
+            "the output is the concatenation of the heads, without the output projection W_O",
+            "finish with concat(head_1, ..., head_h) @ W_O",
+        ),
+        ("mask", "none"): (
+            "the causal mask is not applied: query i also attends to later keys",
+            _CAUSAL_FORMULA,
+        ),
+        ("mask", "future"): (
+            "the mask is the wrong way round: query i attends to keys j >= i instead of j <= i",
+            "keep the lower triangle including the diagonal, np.tril, and mask the rest",
+        ),
+        ("softmax", "queries"): (
+            "the softmax is taken over the queries (axis -2), so the columns of the weights "
+            "sum to 1 instead of the rows",
+            "normalise each row, over the keys: the last axis, axis=-1",
+        ),
+    }
+    problem, hint = texts[kind, variant]
+    return Finding(problem, hint)
+
+
+def _mha_variant(
+    X: np.ndarray,
+    weights: Mapping[str, np.ndarray],
+    num_heads: int,
+    causal: bool,
+    slips: Mapping[str, str],
+) -> np.ndarray:
+    """The layer as written with the given slips (the right variant where not named)."""
+    choice = {kind: slips.get(kind, variants[0]) for kind, variants in _SLIPS.items()}
+    W = {k: (w.T if choice["weights"] == "X @ W.T" else w) for k, w in weights.items()}
+    n, d_model = X.shape
+    h = 1 if choice["heads"] == "one big head" else num_heads
+    d_k_true = d_model // num_heads
+    d_k = d_model // h
+
+    def split(M: np.ndarray) -> np.ndarray:  # (n, d_model) -> (h, n, d_k)
+        if choice["split"] == "blocks":
+            return M.reshape(n, h, d_k).transpose(1, 0, 2)
+        return M.reshape(n, d_k, h).transpose(2, 0, 1)
+
+    Q, K, V = split(X @ W["W_Q"]), split(X @ W["W_K"]), split(X @ W["W_V"])
+    S = Q @ K.transpose(0, 2, 1)  # (h, n, n)
+    divisor = {"d_k": d_k_true, "d_model": d_model, "none": 1}[choice["scale"]]
+    S = S / math.sqrt(divisor)
+    if causal and choice["mask"] != "none":
+        allowed = causal_mask(n) if choice["mask"] == "past" else causal_mask(n).T
+        S = np.where(allowed, S, -np.inf)
+    axis = -1 if choice["softmax"] == "keys" else -2
+    A = np.exp(S - S.max(axis=axis, keepdims=True))
+    A /= A.sum(axis=axis, keepdims=True)
+    heads = A @ V  # (h, n, d_k)
+    if choice["merge"] == "blocks":
+        C = heads.transpose(1, 0, 2).reshape(n, d_model)
+    elif choice["merge"] == "interleaved":
+        C = heads.transpose(1, 2, 0).reshape(n, d_model)
+    else:
+        C = heads.reshape(n, d_model)
+    return C @ W["W_O"] if choice["W_O"] == "applied" else C
+
+
+def _slip_combinations(causal: bool, num_heads: int) -> list[dict[str, str]]:
+    """Every combination of up to 3 slips that can change the output, fewest first."""
+    kinds = [k for k in _SLIPS if causal or k != "mask"]
+    combos = []
+    for size in (1, 2, 3):
+        for chosen in itertools.combinations(kinds, size):
+            if "heads" in chosen and {"split", "merge"} & set(chosen):
+                continue  # one big head has nothing to split or merge
+            if num_heads == 1 and {"heads", "split", "merge"} & set(chosen):
+                continue  # no effect with a single head
+            for variants in itertools.product(*(_SLIPS[k][1:] for k in chosen)):
+                combos.append(dict(zip(chosen, variants, strict=True)))
+    return combos
+
+
+def _mha_diagnose(num_heads: int, causal: bool) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        X = case.inputs["X"]
+        weights = {k: case.inputs[k] for k in _WEIGHT_NAMES}
+        rtol, atol = case.tolerances()
+        with np.errstate(all="ignore"):
+            for slips in _slip_combinations(causal, num_heads):
+                candidate = _mha_variant(X, weights, num_heads, causal, slips)
+                if np.allclose(got, candidate, rtol=rtol, atol=atol):
+                    d_model = X.shape[1]
+                    return [_slip_text(k, v, d_model, num_heads) for k, v in slips.items()]
+        return []
+
+    return diagnose
+
+
+def check_multi_head_attention(
+    fn: Callable[..., npt.ArrayLike],
+) -> CheckReport:
+    """Check the reader's multi-head self-attention layer.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(X, W_Q, W_K, W_V, W_O, num_heads, causal=False) -> output``: ``X`` of
+        shape ``(n, d_model)``, the four weights ``(d_model, d_model)`` (row vectors,
+        ``Q = X @ W_Q``), ``num_heads`` an int dividing ``d_model``; returns the
+        ``(n, d_model)`` output of multi-head self-attention. ``causal`` is passed
+        (positionally, as ``True``) only in the causal cases, so a function without it
+        still runs the others.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case passed. For a wrong answer the report names the slip
+        (or pair of slips) that reproduces it: heads split or merged with the wrong
+        reshape order, ``1/sqrt(d_model)`` instead of ``1/sqrt(d_k)``, no scaling, a
+        missing ``W_O``, weights applied as ``X @ W.T``, one attention over all
+        columns instead of ``h`` heads, a missing or reversed causal mask, the
+        softmax over the wrong axis.
+
+    Notes
+    -----
+    Cases: 2 heads, one head (``h = 1``, where ``d_k = d_model``: reshape and scale
+    slips cannot show there), 4 heads of width 2, and 2 and 4 heads with
+    ``causal=True``. The expected outputs come from
+    :func:`helpers.multihead.multi_head_attention`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_multi_head_attention
+    >>> def mha(X, W_Q, W_K, W_V, W_O, num_heads, causal=False):
+    ...     n, d_model = X.shape
+    ...     d_k = d_model // num_heads
+    ...     Q, K, V = (
+    ...         (X @ W).reshape(n, num_heads, d_k).transpose(1, 0, 2) for W in (W_Q, W_K, W_V)
+    ...     )
+    ...     S = Q @ K.transpose(0, 2, 1) / np.sqrt(d_k)  # (h, n, n)
+    ...     if causal:
+    ...         S = np.where(np.tril(np.ones((n, n), dtype=bool)), S, -np.inf)
+    ...     A = np.exp(S - S.max(axis=-1, keepdims=True))
+    ...     A /= A.sum(axis=-1, keepdims=True)
+    ...     heads = A @ V  # (h, n, d_k)
+    ...     return heads.transpose(1, 0, 2).reshape(n, d_model) @ W_O
+    >>> check_multi_head_attention(mha)
+    check_multi_head_attention(mha): All 5 checks passed: 2 heads, one head (h = 1), 4
+        heads of width 2, 2 heads, causal, 4 heads, causal.
+
+    Dividing by ``sqrt(d_model)``, as for a single head:
+
+    >>> def mha_wrong_scale(X, W_Q, W_K, W_V, W_O, num_heads, causal=False):
+    ...     n, d_model = X.shape
+    ...     d_k = d_model // num_heads
+    ...     Q, K, V = (
+    ...         (X @ W).reshape(n, num_heads, d_k).transpose(1, 0, 2) for W in (W_Q, W_K, W_V)
+    ...     )
+    ...     S = Q @ K.transpose(0, 2, 1) / np.sqrt(d_model)
+    ...     if causal:
+    ...         S = np.where(np.tril(np.ones((n, n), dtype=bool)), S, -np.inf)
+    ...     A = np.exp(S - S.max(axis=-1, keepdims=True))
+    ...     A /= A.sum(axis=-1, keepdims=True)
+    ...     return (A @ V).transpose(1, 0, 2).reshape(n, d_model) @ W_O
+    >>> report = check_multi_head_attention(mha_wrong_scale)
+    >>> print(report.failures[0].problem)
+    the scores are divided by sqrt(d_model) = sqrt(4) instead of sqrt(d_k) = sqrt(2), d_k =
+    d_model / num_heads
+    """
+    layouts = (
+        ("2 heads", 10, 3, 4, 2, False),
+        ("one head (h = 1)", 11, 3, 4, 1, False),
+        ("4 heads of width 2", 12, 4, 8, 4, False),
+        ("2 heads, causal", 13, 4, 4, 2, True),
+        ("4 heads, causal", 14, 4, 8, 4, True),
+    )
+    specs = []
+    for name, seed, n, d_model, h, causal in layouts:
+        X, weights = _random_layer(seed, n, d_model)
+        mask = causal_mask(n) if causal else None
+        expected, _ = multi_head_attention(X, X, num_heads=h, mask=mask, **weights)
+        hint = f"{_MHA_FORMULA}; {_CAUSAL_FORMULA}" if causal else _MHA_FORMULA
+        specs.append(
+            _Spec(
+                Case(name, {"X": X, **weights}, expected, hint),
+                _append(h, True) if causal else _append(h),
+                _shapes_line(X, weights, f"num_heads = {h}", f"causal = {causal}"),
+                _mha_diagnose(h, causal),
+            )
+        )
+    return _run(fn, "check_multi_head_attention", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_mha_parameter_count
+# ---------------------------------------------------------------------------
+
+
+def _count_diagnose(d: int, h: int, bias: bool) -> Diagnose:
+    d_k = d // h
+    b = 4 * d if bias else 0
+    per_head_full = "each head's W_Q^(i), W_K^(i), W_V^(i) were counted as d_model x d_model"
+    per_head_hint = (
+        "each head's matrices are d_model x d_k with d_k = d_model / num_heads, so the h "
+        "heads together hold 3 d_model^2 entries, and W_O is d_model x d_model: 4 d_model^2 "
+        "in all, whatever num_heads is"
+    )
+    bias_hint = "b_Q, b_K, b_V and b_O have d_model entries each: 4 d_model with bias=True"
+    candidates: list[tuple[int, Finding]] = [
+        (3 * h * d * d + d * d + b, Finding(per_head_full, per_head_hint)),
+        (
+            3 * h * d * d + d * d + (3 * h * d + d if bias else 0),
+            Finding(per_head_full, per_head_hint),
+        ),
+        (4 * h * d * d + b, Finding(per_head_full + ", W_O as well", per_head_hint)),
+        (
+            4 * d * d_k + (4 * d_k if bias else 0),
+            Finding(
+                "this counts the matrices of a single head (d_model x d_k)",
+                "the h heads together hold h d_model d_k = d_model^2 entries per projection",
+            ),
+        ),
+        (
+            3 * d * d + (3 * d if bias else 0),
+            Finding(
+                "W_O (d_model x d_model) and its bias are missing",
+                "the output projection W_O is part of the layer: 4 matrices of d_model^2",
+            ),
+        ),
+        (
+            3 * d * d + b,
+            Finding(
+                "W_O (d_model x d_model) is missing",
+                "the output projection W_O is part of the layer: 4 matrices of d_model^2",
+            ),
+        ),
+    ]
+    if bias:
+        candidates += [
+            (4 * d * d, Finding("the biases are missing", bias_hint)),
+            (
+                4 * d * d + 3 * d,
+                Finding("the bias b_O of the output projection is missing", bias_hint),
+            ),
+            (4 * d * d + 4, Finding("each bias was counted as one number", bias_hint)),
+            (
+                4 * d * d + 3 * h * d + d,
+                Finding(
+                    "the biases were counted per head as d_model each",
+                    "head i's share of b_Q has d_k entries; the h heads' shares make d_model",
+                ),
+            ),
+        ]
+    else:
+        candidates.append(
+            (
+                4 * d * d + 4 * d,
+                Finding(
+                    "biases were counted, but bias=False means there are none",
+                    "count only the four d_model x d_model matrices when bias is False",
+                ),
+            )
+        )
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        for value, finding in candidates:
+            if float(got) == value and value != int(case.expected):
+                return [finding]
+        return []
+
+    return diagnose
+
+
+def check_mha_parameter_count(fn: Callable[[int, int, bool], object]) -> CheckReport:
+    """Check the reader's count of the parameters of a multi-head attention layer.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(d_model, num_heads, bias) -> int``: the number of trainable parameters
+        of one multi-head attention layer (``W_Q``, ``W_K``, ``W_V``, ``W_O`` and, if
+        ``bias``, their biases), called with Python ints and a bool.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every count is exact. The report recognises counting each head's
+        matrices as ``d_model x d_model``, a missing ``W_O``, missing biases (or
+        biases counted with ``bias=False``), biases counted per head, and counting one
+        head only.
+
+    Notes
+    -----
+    Cases: ``(512, 8)`` with and without biases, ``(64, 1)`` and ``(64, 16)`` (the
+    same count: it does not depend on the number of heads), and ``(768, 12)``, the
+    layer of BERT-base. The expected counts come from
+    :func:`helpers.multihead.mha_parameter_count` (checked there against PyTorch).
+
+    Examples
+    --------
+    >>> from helpers.checks import check_mha_parameter_count
+    >>> def count(d_model, num_heads, bias):
+    ...     return 4 * d_model**2 + (4 * d_model if bias else 0)
+    >>> check_mha_parameter_count(count)
+    check_mha_parameter_count(count): All 5 checks passed: d_model = 512, 8 heads, with
+        biases, d_model = 512, 8 heads, no biases, d_model = 64, 1 head, d_model = 64, 16
+        heads, d_model = 768, 12 heads (BERT-base).
+    >>> def per_head(d_model, num_heads, bias):  # every head with its own d x d matrices
+    ...     return 3 * num_heads * d_model**2 + d_model**2 + (4 * d_model if bias else 0)
+    >>> print(check_mha_parameter_count(per_head).failures[0].problem)
+    each head's W_Q^(i), W_K^(i), W_V^(i) were counted as d_model x d_model
+    """
+    layouts = (
+        ("d_model = 512, 8 heads, with biases", 512, 8, True),
+        ("d_model = 512, 8 heads, no biases", 512, 8, False),
+        ("d_model = 64, 1 head", 64, 1, True),
+        ("d_model = 64, 16 heads", 64, 16, True),
+        ("d_model = 768, 12 heads (BERT-base)", 768, 12, True),
+    )
+    hint = (
+        "W_Q, W_K, W_V, W_O are d_model x d_model each (the heads split their columns), "
+        "plus 4 bias vectors of d_model entries when bias is True"
+    )
+    specs = [
+        _Spec(
+            Case(name, {}, np.array(mha_parameter_count(d, h, bias=b)), hint, rtol=0.0, atol=0.0),
+            _append(d, h, b),
+            f"d_model = {d}, num_heads = {h}, bias = {b}",
+            _count_diagnose(d, h, b),
+            exact_integer=True,
+        )
+        for name, d, h, b in layouts
+    ]
+    return _run(fn, "check_mha_parameter_count", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_mha_backward
+# ---------------------------------------------------------------------------
+
+
+def _mha_grads(
+    X: np.ndarray,
+    weights: Mapping[str, np.ndarray],
+    num_heads: int,
+    G: np.ndarray,
+    *,
+    softmax_backward: str = "right",
+) -> dict[str, np.ndarray]:
+    """Gradients of ``sum(G * MHA(X))``, with the three paths into ``dX`` kept apart.
+
+    ``softmax_backward`` is ``"right"`` or a slip: ``"dS = dA"`` (the softmax skipped)
+    or ``"dS = A * dA"`` (the ``- rowsum`` term forgotten).
+    """
+    W = weights
+    Q, K, V = (split_heads(X @ W[k], num_heads) for k in ("W_Q", "W_K", "W_V"))  # (h, n, d_k)
+    heads, A = scaled_dot_product_attention(Q, K, V)
+    C = merge_heads(heads)  # (n, d_model)
+    dheads = split_heads(G @ W["W_O"].T, num_heads)  # (h, n, d_k)
+    if softmax_backward == "right":
+        dQ, dK, dV = attention_backward(Q, K, V, A, dheads)
+    else:
+        scale = 1 / math.sqrt(Q.shape[-1])
+        dA = dheads @ V.transpose(0, 2, 1)
+        dS = dA if softmax_backward == "dS = dA" else A * dA
+        dQ, dK, dV = (
+            scale * dS @ K,
+            scale * dS.transpose(0, 2, 1) @ Q,
+            A.transpose(0, 2, 1) @ dheads,
+        )
+    dQ, dK, dV = merge_heads(dQ), merge_heads(dK), merge_heads(dV)  # (n, d_model)
+    paths = {"Q": dQ @ W["W_Q"].T, "K": dK @ W["W_K"].T, "V": dV @ W["W_V"].T}
+    return {
+        "dW_Q": X.T @ dQ,
+        "dW_K": X.T @ dK,
+        "dW_V": X.T @ dV,
+        "dW_O": C.T @ G,
+        "dX": paths["Q"] + paths["K"] + paths["V"],
+        **{f"dX via {p}": g for p, g in paths.items()},
+    }
+
+
+def _backward_diagnose(name: str, num_heads: int) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        X, G = case.inputs["X"], case.inputs["grad_output"]
+        weights = {k: case.inputs[k] for k in _WEIGHT_NAMES}
+        rtol, atol = case.tolerances()
+        right = _mha_grads(X, weights, num_heads, G)
+        expected = right[name]
+
+        def same(a: np.ndarray) -> bool:
+            return a.shape == got.shape and np.allclose(got, a, rtol=rtol, atol=atol)
+
+        if name.startswith("dW") and same(expected.T):
+            return [
+                Finding(
+                    "it is the transpose of the answer",
+                    "for Y = X @ W, dL/dW = X^T @ dL/dY, which has W's shape (d_in, d_out)",
+                )
+            ]
+        for other in ("dW_Q", "dW_K", "dW_V", "dW_O"):
+            if other != name and same(right[other]):
+                return [Finding(f"this is {other}, not {name}")]
+        if name == "dX":
+            for used in (("Q",), ("K", "V"), ("Q", "V"), ("Q", "K"), ("V",)):
+                if same(sum(right[f"dX via {p}"] for p in used)):
+                    missing = [p for p in "QKV" if p not in used]
+                    return [
+                        Finding(
+                            f"only the path(s) through {', '.join(used)} are included; the "
+                            f"path(s) through {', '.join(missing)} are missing",
+                            "in self-attention X enters Q = X W_Q, K = X W_K and V = X W_V: "
+                            "dX = dQ W_Q^T + dK W_K^T + dV W_V^T",
+                        )
+                    ]
+        for slip in ("dS = dA", "dS = A * dA"):
+            if same(_mha_grads(X, weights, num_heads, G, softmax_backward=slip)[name]):
+                return [
+                    Finding(
+                        f"it matches the softmax's backward taken as {slip}",
+                        "through the softmax of each row, dS = A * (dA - sum(dA * A, "
+                        "axis=-1, keepdims=True))",
+                    )
+                ]
+        norm = float(np.sum(expected * expected))
+        if norm > 0:
+            c = float(np.sum(got * expected)) / norm
+            if same(c * expected):
+                d_k = X.shape[1] // num_heads
+                known = {
+                    -1.0: ("the sign is flipped", ""),
+                    math.sqrt(d_k): (
+                        f"it is sqrt(d_k) = {_fmt_num(math.sqrt(d_k))} times too large",
+                        "the scores are scaled by 1/sqrt(d_k), so dQ and dK carry that factor",
+                    ),
+                    1 / math.sqrt(d_k): (
+                        f"it is sqrt(d_k) = {_fmt_num(math.sqrt(d_k))} times too small",
+                        "the factor 1/sqrt(d_k) is applied once, in dS (or in dQ and dK)",
+                    ),
+                }
+                for value, (problem, hint) in known.items():
+                    if math.isclose(c, value, rel_tol=1e-6):
+                        return [Finding(problem, hint)]
+                return [Finding(f"it is {_fmt_num(c)} times the right gradient")]
+        return []
+
+    return diagnose
+
+
+def _pick(name: str, wrt: tuple[str, ...]) -> Callable[[object], object]:
+    def pick(result: object) -> object:
+        if isinstance(result, Mapping):
+            if name in result:
+                return result[name]
+            keys = ", ".join(repr(k) for k in result)
+            raise _Unusable(
+                f"a dict with keys {keys}" if keys else "an empty dict",
+                f"the result has no entry {name!r}",
+                f"return a dict with the keys {', '.join(repr(k) for k in wrt)}",
+            )
+        if isinstance(result, (tuple, list)) and len(result) == len(wrt):
+            return result[wrt.index(name)]
+        raise _Unusable(
+            type(result).__name__,
+            f"expected a dict of gradients (or a tuple in the order {', '.join(wrt)})",
+            f"return a dict with the keys {', '.join(repr(k) for k in wrt)}",
+        )
+
+    return pick
+
+
+def check_mha_backward(
+    fn: Callable[..., object], *, wrt: Sequence[str] = _GRAD_NAMES
+) -> CheckReport:
+    """Check the reader's gradients of multi-head self-attention.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(X, W_Q, W_K, W_V, W_O, num_heads, grad_output) -> grads``: for the layer
+        ``Y = MHA(X)`` of :func:`check_multi_head_attention` (self-attention, no
+        biases, no mask) and ``L = sum(grad_output * Y)``, so that ``dL/dY =
+        grad_output`` of shape ``(n, d_model)``, returns a dict with the gradients
+        named in ``wrt``: ``"dW_Q"``, ``"dW_K"``, ``"dW_V"``, ``"dW_O"`` of shape
+        ``(d_model, d_model)`` and ``"dX"`` of shape ``(n, d_model)``, the *total*
+        gradient with respect to ``X`` (through ``Q``, ``K`` and ``V``). A tuple in the
+        order of ``wrt`` is accepted too.
+    wrt : sequence of str, default ("dW_Q", "dW_K", "dW_V", "dW_O", "dX")
+        The gradients to check, for an exercise that asks for only some of them.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every gradient matches, in two layouts (2 heads and 1 head). The
+        report recognises a transposed weight gradient, gradients swapped between
+        weights, ``dX`` missing the path through ``Q``, ``K`` or ``V``, the softmax's
+        backward taken as ``dS = dA`` or ``dS = A * dA``, a flipped sign, a missing or
+        doubled ``1/sqrt(d_k)``, and any other constant factor.
+
+    Raises
+    ------
+    ValueError
+        If ``wrt`` names an unknown gradient.
+
+    Examples
+    --------
+    >>> from helpers import multi_head_attention_backward
+    >>> from helpers.checks import check_mha_backward
+    >>> def grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output):
+    ...     g = multi_head_attention_backward(X, X, W_Q, W_K, W_V, W_O, num_heads, grad_output)
+    ...     return {**g, "dX": g["dX_q"] + g["dX_kv"]}
+    >>> check_mha_backward(grads, wrt=("dW_O", "dX"))
+    check_mha_backward(grads): All 4 checks passed: dW_O (2 heads), dX (2 heads), dW_O (1
+        head), dX (1 head).
+    >>> def only_query_path(X, W_Q, W_K, W_V, W_O, num_heads, grad_output):
+    ...     g = multi_head_attention_backward(X, X, W_Q, W_K, W_V, W_O, num_heads, grad_output)
+    ...     return {**g, "dX": g["dX_q"]}  # forgets that X also makes K and V
+    >>> print(check_mha_backward(only_query_path, wrt=("dX",)).failures[0].problem)
+    only the path(s) through Q are included; the path(s) through K, V are missing
+    """
+    wrt = tuple(wrt)
+    unknown = [w for w in wrt if w not in _GRAD_NAMES]
+    if unknown or not wrt:
+        raise ValueError(f"wrt must name some of {', '.join(_GRAD_NAMES)}; got {wrt!r}")
+    layouts = (("2 heads", 20, 4, 6, 2), ("1 head", 21, 3, 4, 1))
+    hint = (
+        "backwards through output = C @ W_O (dW_O = C^T G, dC = G W_O^T), the heads "
+        "(softmax backward per head, dQ_i and dK_i scaled by 1/sqrt(d_k)) and the "
+        "projections (dW_Q = X^T dQ, ..., dX = dQ W_Q^T + dK W_K^T + dV W_V^T)"
+    )
+    specs = []
+    for label, seed, n, d_model, h in layouts:
+        X, weights = _random_layer(seed, n, d_model)
+        G = np.random.default_rng(seed + 100).normal(size=(n, d_model))
+        right = _mha_grads(X, weights, h, G)
+        for name in wrt:
+            specs.append(
+                _Spec(
+                    Case(
+                        f"{name} ({label})",
+                        {"X": X, **weights, "grad_output": G},
+                        right[name],
+                        hint,
+                    ),
+                    _heads_before_last(h),
+                    _shapes_line(X, weights, f"num_heads = {h}", f"grad_output: {G.shape}"),
+                    _backward_diagnose(name, h),
+                    _pick(name, wrt),
+                )
+            )
+    return _run(fn, "check_mha_backward", specs)
