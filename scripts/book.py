@@ -89,6 +89,20 @@ def stage_student_edition(stage: Path) -> Path:
     return stage
 
 
+def sync_static(static: Path, html: Path) -> None:
+    """Copy the book's own static files into the site, replacing older copies.
+
+    Sphinx 7.4 copies _static files only when it writes pages, and keeps an existing
+    copy, so after editing only explorer.js or explorer.css an incremental build would
+    serve the old file.
+    """
+    for source in static.rglob("*"):
+        target = html / "_static" / source.relative_to(static)
+        if source.is_file() and (not target.exists() or target.read_bytes() != source.read_bytes()):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+
+
 def build(student: bool) -> Path:
     # Jupyter Book writes to PATH_OUTPUT/_build/html.
     source, out = ROOT, ROOT
@@ -100,6 +114,7 @@ def build(student: bool) -> Path:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     subprocess.run([str(jupyter_book), *args], check=True)
     html = out / "_build" / "html"
+    sync_static(source / "book" / "_static", html)
     copy_mathjax(html)
     return html
 

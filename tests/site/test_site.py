@@ -214,3 +214,11 @@ def test_explorers_respond_to_their_controls(browser, site, doc):
     finally:
         context.close()
     assert not record.console_errors, record.console_errors
+
+
+def test_the_site_serves_the_current_static_files():
+    static = ROOT / "book" / "_static"
+    for source in static.rglob("*"):
+        if source.is_file():
+            built = HTML / "_static" / source.relative_to(static)
+            assert built.read_bytes() == source.read_bytes(), f"{built} is stale"
