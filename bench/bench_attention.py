@@ -31,11 +31,11 @@ import argparse
 import os
 import platform
 import time
-from collections.abc import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from _common import best_of
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from helpers.attention import scaled_dot_product_attention
@@ -43,17 +43,6 @@ from helpers.attention import scaled_dot_product_attention
 D = 64
 SIZES = (256, 512, 1024, 2048, 4096)
 MATMUL_N = 2048
-
-
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    """Best wall-clock time of ``fn()`` in seconds over ``repeat`` runs (after a warm-up)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def available_cores() -> int:

@@ -21,13 +21,9 @@ the threads of its BLAS; PyTorch uses ``torch.get_num_threads()`` threads.
 
 from __future__ import annotations
 
-import argparse
-import platform
-import time
-from collections.abc import Callable
-
 import numpy as np
 import torch
+from _common import best_of, environment, parse_args
 
 from helpers.multihead import (
     init_mha_params,
@@ -37,17 +33,6 @@ from helpers.multihead import (
 
 # (batch, n, d_model, num_heads)
 SIZES = [(4, 512, 512, 8), (1, 2048, 512, 8), (16, 128, 768, 12)]
-
-
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    """Best wall-clock time of ``fn()`` in seconds over ``repeat`` runs (after a warm-up)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def torch_module(params: dict[str, np.ndarray], num_heads: int) -> torch.nn.MultiheadAttention:
@@ -126,18 +111,8 @@ def rows(repeat: int) -> list[tuple[str, str, str, float, float, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=10, help="runs per row (best is kept)")
-    parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads")
-    args = parser.parse_args()
-    if args.torch_threads is not None:
-        torch.set_num_threads(args.torch_threads)
-
-    print(
-        f"numpy {np.__version__}, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), Python {platform.python_version()}, "
-        f"{platform.machine()}; best of {args.repeat}"
-    )
+    args = parse_args(__doc__, default_repeat=10)
+    print(environment(args.repeat))
     print("ratio = helpers / torch; torch 'weights' returns per-head weights as helpers does")
     header = (
         f"{'pass':<26} {'batch x n x d_model':<22} {'dtype':<8} {'helpers':>10} "

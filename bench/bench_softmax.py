@@ -14,26 +14,11 @@ thread; PyTorch uses ``torch.get_num_threads()`` threads unless told otherwise.
 
 from __future__ import annotations
 
-import argparse
-import platform
-import time
-from collections.abc import Callable
-
 import numpy as np
 import torch
+from _common import best_of, environment, parse_args
 
 from helpers.softmax import log_softmax, logsumexp, softmax, softmax_jacobian
-
-
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    """Best wall-clock time of ``fn()`` in seconds over ``repeat`` runs (after a warm-up)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def torch_jacobian_autograd(t: torch.Tensor) -> torch.Tensor:
@@ -84,18 +69,9 @@ def rows(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=20, help="runs per row (best is kept)")
-    parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads")
-    args = parser.parse_args()
-    if args.torch_threads is not None:
-        torch.set_num_threads(args.torch_threads)
-
-    print(
-        f"numpy {np.__version__}, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), Python {platform.python_version()}, "
-        f"{platform.machine()}; best of {args.repeat}"
-    )
+    args = parse_args(__doc__, default_repeat=20)
+    print(environment(args.repeat))
+    print("ratio = helpers / torch (> 1: helpers is slower)")
     header = (
         f"{'function':<30} {'shape':<13} {'dtype':<8} {'helpers':>10} {'torch':>10} {'ratio':>7}"
     )

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 import numpy as np
 import numpy.typing as npt
 
+from helpers._validate import as_real_array
 from helpers.softmax import _to_out_dtype
 
 __all__ = ["attention_backward", "scaled_dot_product_attention"]
@@ -61,22 +62,7 @@ _EXP_SAFE = 64.0
 
 def _as_float_array(x: npt.ArrayLike, name: str, layout: str) -> np.ndarray:
     """``x`` as a float array of at least 2 dimensions; ints become float64."""
-    try:
-        arr = np.asarray(x)
-    except (TypeError, ValueError) as err:
-        raise TypeError(
-            f"{name} must be an array of real numbers; converting it failed: {err}"
-        ) from err
-    kind = arr.dtype.kind
-    if kind == "b":
-        raise TypeError(
-            f"{name} must be an array of real numbers, got dtype bool; a boolean array is "
-            "usually a mask, which goes in mask="
-        )
-    if kind in "iu":
-        arr = arr.astype(np.float64)
-    elif kind != "f":
-        raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
+    arr = as_real_array(x, name, bool_hint=", which goes in mask=")
     if arr.ndim < 2:
         raise ValueError(
             f"{name} must have at least 2 dimensions, {layout}; got {name}.shape = {arr.shape}"

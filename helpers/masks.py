@@ -17,20 +17,14 @@ import operator
 import numpy as np
 import numpy.typing as npt
 
+from helpers._validate import as_integer
+
 __all__ = ["causal_mask", "padding_mask"]
 
 
 def _length(value: object, name: str) -> int:
     """``value`` as a non-negative Python int; TypeError/ValueError naming ``name`` otherwise."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        k = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r}") from None
-    if k < 0:
-        raise ValueError(f"{name} must be >= 0, got {k}")
-    return k
+    return as_integer(value, name, minimum=0)
 
 
 def causal_mask(

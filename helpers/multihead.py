@@ -42,11 +42,11 @@ Conventions shared by all functions here
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 import numpy.typing as npt
 
+from helpers._validate import as_integer
 from helpers.attention import attention_backward, scaled_dot_product_attention
 
 __all__ = [
@@ -70,16 +70,7 @@ _WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
 
 def _count(value: object, name: str, *, minimum: int = 1) -> int:
     """``value`` as a Python int ``>= minimum``; TypeError/ValueError naming ``name``."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        k = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r}") from None
-    if k < minimum:
-        kind = "positive" if minimum == 1 else f">= {minimum}"
-        raise ValueError(f"{name} must be {kind}, got {k}")
-    return k
+    return as_integer(value, name, minimum=minimum)
 
 
 def _head_width(d_model: int, num_heads: int, num_kv_heads: int | None = None) -> int:

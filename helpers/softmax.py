@@ -43,6 +43,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.exceptions import AxisError
 
+from helpers._validate import as_real_array
+
 __all__ = ["entropy", "log_softmax", "logsumexp", "softmax", "softmax_jacobian"]
 
 # A probability vector passed to `entropy` must sum to 1 within this absolute
@@ -65,25 +67,14 @@ def _as_real_array(x: npt.ArrayLike, name: str) -> tuple[np.ndarray, np.dtype, b
     Raises TypeError on non-real input.
     """
     try:
-        arr = np.asarray(x)
-    except (TypeError, ValueError) as err:
-        raise TypeError(
-            f"{name} must be an array of real numbers; converting it failed: {err}"
-        ) from err
-    kind = arr.dtype.kind
-    if kind == "f" and arr.dtype == np.float16:
+        src = np.asarray(x)  # may share memory with x: never written to in place
+    except (TypeError, ValueError):
+        src = x  # as_real_array reports the failure
+    hint = f" - convert explicitly with {name}.astype(float) if you really mean 0/1 values"
+    arr = as_real_array(src, name, bool_hint=hint)
+    if arr.dtype == np.float16:
         return arr.astype(np.float32), arr.dtype, True
-    if kind == "f":
-        return arr, arr.dtype, False
-    if kind in "iu":
-        return arr.astype(np.float64), np.dtype(np.float64), True
-    if kind == "b":
-        raise TypeError(
-            f"{name} must be an array of real numbers, got dtype bool; a boolean array "
-            f"is usually a mask - convert explicitly with {name}.astype(float) if you "
-            "really mean 0/1 values"
-        )
-    raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
+    return arr, arr.dtype, arr is not src
 
 
 def _check_axis(axis: int, arr: np.ndarray, name: str) -> int:

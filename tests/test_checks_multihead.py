@@ -7,11 +7,11 @@ import pytest
 
 import helpers
 from helpers.checks import (
-    CheckReport,
     check_mha_backward,
     check_mha_parameter_count,
     check_multi_head_attention,
 )
+from tests.report_text import failed, flat
 
 # ---------------------------------------------------------------------------
 # From-scratch answers, as a reader would write them
@@ -96,16 +96,6 @@ def slip(**kwargs):
 
     fn.__name__ = "mha_" + "_".join(f"{k}_{v}" for k, v in kwargs.items())
     return fn
-
-
-def flat(report: CheckReport) -> str:
-    """The report's text with the line wrapping undone, for substring assertions."""
-    return " ".join(repr(report).split())
-
-
-def failed(report: CheckReport) -> dict[str, str]:
-    """Failing case name -> its problem text, unwrapped."""
-    return {r.name: " ".join(r.problem.split()) for r in report.results if not r.passed}
 
 
 MHA_CASES = [

@@ -6,29 +6,19 @@ explorer.css) from 127.0.0.1 and drives Debian's Chromium through playwright.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import shutil
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
 from helpers.widgets import Explorer, Param
+from tests.conftest import ROOT, serve_directory
 
 pytestmark = pytest.mark.browser
 
-STATIC = Path(__file__).resolve().parent.parent / "book" / "_static"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
+STATIC = ROOT / "book" / "_static"
 
 
 LOGITS = np.array([2.0, 1.0, 0.5, 0.0, -1.0])
@@ -80,36 +70,8 @@ def site(tmp_path_factory) -> Iterator[str]:
         encoding="utf-8",
     )
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, format, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(root))
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(executable).exists():
-        pytest.fail(
-            "Chromium is needed for the browser tests: install Debian's package "
-            "(apt-get install -y chromium); playwright's own browser download is not used."
-        )
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with serve_directory(root) as url:
+        yield url
 
 
 @pytest.fixture
