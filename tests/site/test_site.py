@@ -190,26 +190,48 @@ def test_dark_mode(browser, site):
 
 @pytest.mark.parametrize("doc", CHAPTERS)
 def test_explorers_respond_to_their_controls(browser, site, doc):
+    """Every control of every explorer changes the figure: each slider between its ends,
+    each radio group and menu between its first and last option."""
     context, page, record = open_page(browser, site, doc)
+    stem = doc.replace("/", "__")
     try:
         explorers = page.locator(".explorer")
-        count = explorers.count()
-        assert count >= 1, f"{doc} has no explorer"
-        for k in range(count):
+        assert explorers.count() >= 1, f"{doc} has no explorer"
+        for k in range(explorers.count()):
             explorer = explorers.nth(k)
             explorer.scroll_into_view_if_needed()
             img = explorer.locator("img").first
-            slider = explorer.locator("input[type=range]").first
-            output = explorer.locator("output").first
-            explorer.screenshot(path=SHOTS / f"{doc.replace('/', '__')}__explorer{k}_before.png")
-            slider.focus()
-            page.keyboard.press("Home")
-            mid = (img.get_attribute("src"), output.inner_text())
-            page.keyboard.press("End")
-            after = (img.get_attribute("src"), output.inner_text())
-            explorer.screenshot(path=SHOTS / f"{doc.replace('/', '__')}__explorer{k}_after.png")
-            assert mid[0] != after[0], "the figure did not change between the slider's ends"
-            assert mid[1] != after[1], "the value label did not change"
+            explorer.screenshot(path=SHOTS / f"{stem}__explorer{k}_before.png")
+            controls = 0
+            for s in range(explorer.locator("input[type=range]").count()):
+                slider = explorer.locator("input[type=range]").nth(s)
+                label = slider.locator("xpath=following-sibling::output[1]")
+                slider.focus()
+                page.keyboard.press("Home")
+                low = (img.get_attribute("src"), label.inner_text())
+                page.keyboard.press("End")
+                high = (img.get_attribute("src"), label.inner_text())
+                assert low[0] != high[0], f"explorer {k}: slider {s} does not change the figure"
+                assert low[1] != high[1], f"explorer {k}: slider {s} does not change its label"
+                controls += 1
+            for group in explorer.locator("fieldset").all():
+                radios = group.locator("input[type=radio]")
+                radios.first.check()
+                first = img.get_attribute("src")
+                radios.last.check()
+                assert img.get_attribute("src") != first, (
+                    f"explorer {k}: a radio group does nothing"
+                )
+                controls += 1
+            for menu in explorer.locator("select").all():
+                values = menu.locator("option").evaluate_all("os => os.map(o => o.value)")
+                menu.select_option(values[0])
+                first = img.get_attribute("src")
+                menu.select_option(values[-1])
+                assert img.get_attribute("src") != first, f"explorer {k}: a menu does nothing"
+                controls += 1
+            assert controls >= 1, f"explorer {k} has no controls"
+            explorer.screenshot(path=SHOTS / f"{stem}__explorer{k}_after.png")
             assert img.evaluate("i => i.complete && i.naturalWidth > 0")
     finally:
         context.close()
