@@ -38,7 +38,8 @@ def test_first_code_cell_installs_helpers_in_colab_only(path):
     first = code[0]
     assert first.source == bootstrap_source(), (
         f"{path.name}: the first code cell must be the Colab install cell of "
-        "tests/notebook_bootstrap.py (it names the repository of _config.yml)"
+        "tests/notebook_bootstrap.py (it names the repository of _config.yml); "
+        "run scripts/set_install_cells.py"
     )
     assert first.outputs == [], "outside Colab the install cell must print nothing"
     assert "remove-cell" in first.metadata.get("tags", [])
