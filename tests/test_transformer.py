@@ -790,3 +790,16 @@ def _block_call(change=None, drop=None, **kwargs):
 def test_bad_input_raises_naming_the_arguments(call, exception, message):
     with pytest.raises(exception, match=message):
         call()
+
+
+@pytest.mark.parametrize("threshold", [0, 1 << 20], ids=["flat product", "stacked products"])
+def test_weight_gradients_are_the_same_in_both_layouts(monkeypatch, threshold):
+    """helpers.multihead._weight_grad (used by the block) stacks or flattens by size."""
+    import helpers.multihead as multihead
+
+    monkeypatch.setattr(multihead, "_STACKED_GRAD_ENTRIES", threshold)
+    rng = np.random.default_rng(19)
+    X, dY = rng.normal(size=(3, 2, 5, 4)), rng.normal(size=(3, 2, 5, 6))
+    expected = np.einsum("abti,abtj->ij", X, dY)
+    np.testing.assert_allclose(multihead._weight_grad(X, dY), expected, rtol=1e-12)
+    np.testing.assert_allclose(multihead._weight_grad(X[0, 0], dY[0, 0]), X[0, 0].T @ dY[0, 0])
