@@ -61,6 +61,12 @@ from helpers.checks.softmax import (
     check_softmax,
     check_softmax_jacobian,
 )
+from helpers.checks.transformer import (
+    check_block_parameter_count,
+    check_encoder_block,
+    check_layer_norm,
+    check_layer_norm_backward,
+)
 
 __all__ = [
     "ATOL_FLOAT32",
@@ -73,8 +79,12 @@ __all__ = [
     "Finding",
     "check_attention",
     "check_attention_grad",
+    "check_block_parameter_count",
     "check_causal_mask",
+    "check_encoder_block",
     "check_entropy",
+    "check_layer_norm",
+    "check_layer_norm_backward",
     "check_log_softmax",
     "check_logsumexp",
     "check_masked_attention",
