@@ -183,6 +183,10 @@ def test_layer_norm_float16_is_computed_in_float32():
     assert y.dtype == np.float16 and np.isfinite(y).all()
     ref = layer_norm(x.astype(np.float64), np.ones(8), np.zeros(8))
     np.testing.assert_allclose(y.astype(np.float64), ref, atol=3e-3)
+    grads = layer_norm_backward(np.ones_like(x), x, np.ones(8, np.float16))
+    assert all(g.dtype == np.float16 and np.isfinite(g).all() for g in grads)
+    J = layer_norm_jacobian(x, np.ones(8, np.float16))
+    assert J.dtype == np.float16 and np.isfinite(J).all()
 
 
 @given(
