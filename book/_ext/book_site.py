@@ -4,6 +4,11 @@
   so every page threw "Identifier 'THEBE_JS_URL' has already been declared" in the
   console. Identical script entries are dropped here, once per page (an inline script
   may be registered with filename None or "", so both count as "no file").
+- The Colab and Binder buttons of a chapter open its Colab edition,
+  editions/colab/NN_topic.ipynb (scripts/colab_edition.py), where the MyST markup is
+  rendered as plain Jupyter markdown, instead of the chapter's source notebook. The
+  theme builds each launch URL from the page's path in the repository; that path is
+  replaced here, after the theme (priority 501) made the buttons.
 """
 
 from __future__ import annotations
@@ -27,6 +32,26 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
     scripts[:] = unique
 
 
+COLAB_EDITION = "editions/colab"
+
+
+def _launch_colab_edition(app, pagename, templatename, context, doctree):
+    source = f"{pagename}.ipynb"
+    if not pagename.startswith("notebooks/") or not app.env.doc2path(pagename).endswith(".ipynb"):
+        return
+    edition = f"{COLAB_EDITION}/{pagename.removeprefix('notebooks/')}.ipynb"
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group.get("buttons", []):
+            url = button.get("url", "")
+            if button.get("text") in ("Colab", "Binder"):
+                if not url.endswith(source):
+                    raise ValueError(f"{pagename}: unexpected {button['text']} URL {url}")
+                button["url"] = url.removesuffix(source) + edition
+
+
 def setup(app):
     app.connect("html-page-context", _dedupe_scripts, priority=900)
+    app.connect("html-page-context", _launch_colab_edition, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
