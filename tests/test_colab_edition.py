@@ -22,7 +22,7 @@ import pytest
 from tests.notebook_bootstrap import ROOT, bootstrap_source
 
 sys.path.insert(0, str(ROOT / "scripts"))
-import colab_edition  # noqa: E402  (scripts/colab_edition.py)
+import colab_edition
 
 _spec = importlib.util.spec_from_file_location(
     "colab_edition_ext", ROOT / "book" / "_ext" / "colab_edition.py"
@@ -376,19 +376,20 @@ def make_book(root: Path, markdown: list[str]) -> Path:
     ]
     for k, text in enumerate(markdown):
         if text.startswith("CODE: "):
-            cells.append(
-                nbformat.v4.new_code_cell(text[6:], execution_count=k + 2, outputs=[])
-            )
+            cells.append(nbformat.v4.new_code_cell(text[6:], execution_count=k + 2, outputs=[]))
         else:
             cells.append(nbformat.v4.new_markdown_cell(text))
     nb = nbformat.v4.new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     for k, cell in enumerate(nb.cells):
         cell.id = f"cell-{k}"
     nbformat.write(nb, root / "notebooks" / "01_all.ipynb")
-    other = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_markdown_cell("(ch-other)=\n# The other chapter\n\nBack to {ref}`ch-all`.")]
-    )
+    other_text = "(ch-other)=\n# The other chapter\n\nBack to {ref}`ch-all`."
+    other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(other_text)])
     other.metadata["kernelspec"] = nb.metadata["kernelspec"]
     other.cells[0].id = "other-0"
     nbformat.write(other, root / "notebooks" / "02_other.ipynb")
@@ -398,8 +399,11 @@ def make_book(root: Path, markdown: list[str]) -> Path:
 def build(root: Path) -> subprocess.CompletedProcess:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     return subprocess.run(
-        [str(jupyter_book), "build", str(root), "--builder", "custom", "--custom-builder", "colab"]
-        + ["-W", "-n", "--keep-going", "--path-output", str(root / "out")],
+        [
+            *(str(jupyter_book), "build", str(root), "--builder", "custom"),
+            *("--custom-builder", "colab", "-W", "-n", "--keep-going"),
+            *("--path-output", str(root / "out")),
+        ],
         capture_output=True,
         text=True,
         check=False,

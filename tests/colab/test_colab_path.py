@@ -158,6 +158,18 @@ def test_chapter_runs_on_colab_stack(colab_env, path):
     assert not errors
     first_executed = next(c for c in executed.cells if c.cell_type == "code")
     assert first_executed.outputs == [], "the install cell printed something outside Colab"
+    # Explorers under ipywidgets 7: the static explorer (asking to run the cell), then the
+    # live widget's view of a model that the kernel created.
+    explorers = 0
+    for cell in executed.cells:
+        outputs = cell.get("outputs", [])
+        for k, output in enumerate(outputs):
+            if 'class="explorer"' in output.get("data", {}).get("text/html", ""):
+                explorers += 1
+                assert "explorer-hint" in output["data"]["text/html"]
+                view = outputs[k + 1]["data"]["application/vnd.jupyter.widget-view+json"]
+                assert view["model_id"] and view["version_major"] == 2
+    assert explorers >= 1, f"{path.name}: no explorer was displayed"
 
 
 def test_every_chapter_at_head_has_its_colab_edition():
