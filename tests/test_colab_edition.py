@@ -310,6 +310,11 @@ Words.
 ```{margin}
 A margin note.
 ```
+
+(sec-all-math)=
+## Scaling by $\\sqrt{d}$
+
+See {ref}`sec-all-math`.
 """,
     """\
 (sec-all-two)=
@@ -466,6 +471,7 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
         "> Words.\n>\n> — Someone",
         "\n\n> A margin note.",
         "## Exercises",
+        f"## Scaling by $\\sqrt{{d}}$\n\nSee [Scaling by $\\sqrt{{d}}$]({page}#sec-all-math).",
         "### Exercise 1.1 (First)\n\nDo it.",
         "#### Solution to Exercise 1.1\n\nThe answer, and a check:",
         "### Exercise 1.2\n\nAnother, without solution.",

@@ -535,7 +535,10 @@ class Converter:
         if isinstance(node, nodes.reference | addnodes.number_reference):
             if not node.get("refid") and not node.get("refuri"):
                 return self.inlines(node)
-            return f"[{self.inlines(node)}]({self.url(node)})"
+            url = self.url(node)
+            title = self.section_title_with_maths(node, url)
+            text = self.inline(title) if title is not None else self.inlines(node)
+            return f"[{text}]({url})"
         if isinstance(node, addnodes.pending_xref):
             raise self.fail(node, f"an unresolved reference {node.get('reftarget')!r}")
         if isinstance(node, addnodes.download_reference):
@@ -573,6 +576,27 @@ class Converter:
         if node_kind(node) in ("exercise_title", "solution_title", "exercise_subtitle"):
             return self.inlines(node)
         raise self.fail(node, f"an inline {node_kind(node)} node")
+
+    def section_title_with_maths(self, node: nodes.Element, url: str) -> nodes.title | None:
+        """The title of the section a {ref} names, when that title holds maths.
+
+        Sphinx writes such a title as link text in plain text, so "$\\sqrt{d_k}$"
+        would show as raw TeX; the title itself, maths and all, is rendered instead.
+        """
+        if not url.startswith(self.site) or "#" not in url:
+            return None
+        page, _, anchor = url.removeprefix(self.site).partition("#")
+        docname = page.removesuffix(".html")
+        if docname not in self.env.all_docs:
+            return None
+        doctree = self.builder.titles_doctree(docname)
+        section = doctree.ids.get(anchor)
+        if not isinstance(section, nodes.section):
+            return None
+        title = next((c for c in section.children if isinstance(c, nodes.title)), None)
+        if title is None or not any(isinstance(n, nodes.math) for n in title.findall()):
+            return None
+        return title if node.astext().strip() == title.astext().strip() else None
 
     def inlines(self, node: nodes.Element) -> str:
         return "".join(self.inline(c) for c in node.children)
@@ -732,6 +756,13 @@ class ColabBuilder(Builder):
 
     def init(self) -> None:
         self.site = site_url(self.config)
+        self._titles: dict[str, nodes.document] = {}
+
+    def titles_doctree(self, docname: str) -> nodes.document:
+        """A document's doctree as read (for its section titles), cached."""
+        if docname not in self._titles:
+            self._titles[docname] = self.env.get_doctree(docname)
+        return self._titles[docname]
 
     def get_outdated_docs(self) -> Iterator[str]:
         yield from self.env.found_docs
