@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -85,9 +86,19 @@ def lab(tmp_path_factory):
     path = root / "explorer.ipynb"
     nbformat.write(nb, path)
     execute(path)  # stored as the chapters are: outputs, no widget view
+    edition = sorted((ROOT / "editions" / "colab").glob("[0-9][0-9]_*.ipynb"))[0]
+    shutil.copy(edition, root / "edition.ipynb")
     port = free_port()
     settings = root / "settings"
     workspaces = root / "workspaces"
+    # Render every cell (no windowing), and no news prompt over the screenshots.
+    for name, value in {
+        "notebook-extension/tracker": {"windowingMode": "none"},
+        "apputils-extension/notification": {"fetchNews": "false"},
+    }.items():
+        file = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(value))
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / "config"), "HOME": str(root)}
     server = subprocess.Popen(
         [
@@ -145,18 +156,16 @@ def shut_down_kernels(url: str) -> None:
         urllib.request.urlopen(request)
 
 
-def open_notebook(browser, url: str):
+def open_notebook(browser, url: str, name: str = "explorer.ipynb"):
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     page = context.new_page()
-    page.goto(f"{url}/lab/tree/explorer.ipynb?reset", wait_until="load")
+    page.goto(f"{url}/lab/tree/{name}?reset", wait_until="load")
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60000)
-    # the kernel must be idle before anything is run (the status in the toolbar)
+    # the kernel must be up and idle before anything is run (the toolbar's indicator)
     page.wait_for_function(
-        "() => document.querySelector('.jp-Notebook') &&"
-        " [...document.querySelectorAll('.jp-Toolbar-kernelStatus, .jp-KernelStatus,"
-        " [data-status]')].some(e => /idle/i.test(e.getAttribute('data-status') ||"
-        " e.getAttribute('title') || e.textContent))",
-        timeout=60000,
+        "() => [...document.querySelectorAll('.jp-Notebook-ExecutionIndicator')]"
+        ".some(e => e.getAttribute('data-status') === 'idle')",
+        timeout=120000,
     )
     return context, page
 
@@ -192,10 +201,19 @@ def test_explorer_before_a_run_live_and_after_save_and_reopen(browser, lab):
         assert "Error displaying widget" not in before["text"]
 
         # 2. run: the live widget replaces it
-        page.locator(".jp-Notebook .jp-Cell").first.click()
-        page.keyboard.press("Shift+Enter")
         slider = page.locator(".jp-OutputArea .widget-slider, .jp-OutputArea .widget-hslider")
-        slider.first.wait_for(timeout=60000)
+        for attempt in range(3):
+            # (a kernel that JupyterLab is still connecting may drop a first request)
+            page.locator(".jp-Notebook .jp-CodeCell").first.click()
+            page.keyboard.press("Escape")
+            page.keyboard.press("Shift+Enter")
+            try:
+                slider.first.wait_for(timeout=40000)
+                break
+            except Exception:
+                if attempt == 2:
+                    page.screenshot(path=SHOTS / "2_live.png")
+                    raise
         page.locator(".jp-OutputArea .widget-image").first.wait_for(timeout=30000)
         live = visible_static(page)
         page.screenshot(path=SHOTS / "2_live.png")
@@ -233,3 +251,36 @@ def test_explorer_before_a_run_live_and_after_save_and_reopen(browser, lab):
         context.close()
     assert reopened["explorer"] and reopened["image"], reopened
     assert reopened["hint"] == RUN_HINT
+
+
+def test_the_colab_edition_opens_with_its_solutions_collapsed(browser, lab):
+    """JupyterLab reads jp-MarkdownHeadingCollapsed: each "Solution to Exercise" heading
+    starts collapsed and hides the solution's cells, the exercises stay visible."""
+    url, _ = lab
+    context, page = open_notebook(browser, url, "edition.ipynb")
+    try:
+        page.locator(".jp-Notebook .jp-MarkdownCell").first.wait_for(timeout=30000)
+        page.wait_for_timeout(2000)
+        state = page.evaluate(
+            """() => {
+              const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
+              const shown = e => e.getClientRects().length > 0;
+              return cells.map(c => ({
+                heading: (c.querySelector('.jp-RenderedMarkdown h1, .jp-RenderedMarkdown h2,'
+                  + ' .jp-RenderedMarkdown h3, .jp-RenderedMarkdown h4') || {}).textContent || '',
+                collapsed: !!c.querySelector('.jp-collapseHeadingButton.jp-mod-collapsed'),
+                shown: shown(c),
+                code: c.classList.contains('jp-CodeCell'),
+              }));
+            }"""
+        )
+        page.screenshot(path=SHOTS / "4_edition_solutions_collapsed.png")
+    finally:
+        context.close()
+    solutions = [k for k, c in enumerate(state) if c["heading"].startswith("Solution to Exercise")]
+    exercises = [k for k, c in enumerate(state) if c["heading"].startswith("Exercise ")]
+    assert solutions and len(solutions) == len(exercises), state[-12:]
+    for k in solutions:
+        assert state[k]["collapsed"] and state[k]["shown"], state[k]
+        assert not state[k + 1]["shown"], f"the cell after {state[k]['heading']} is visible"
+    assert all(state[k]["shown"] for k in exercises)
