@@ -482,6 +482,7 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
     assert "The footnote’s text." in text
     assert text.count("data:image/png;base64,") == 2
     solution = next(c for c in nb.cells if c.source.startswith("#### Solution"))
+    assert solution.source == "#### Solution to Exercise 1.1"  # a heading cell of its own
     assert solution.metadata["jp-MarkdownHeadingCollapsed"] is True
     assert nb.metadata["colab"]["collapsed_sections"] == [solution.id]
     code = [c.source for c in nb.cells if c.cell_type == "code"]

@@ -684,8 +684,11 @@ class Converter:
                 if piece[0] == "solution":
                     # A solution starts a cell of its own: its heading collapses in
                     # JupyterLab and Colab, and hides everything up to the next heading.
+                    # The heading is a cell of its own: collapsing a heading hides the
+                    # cells after it, not the rest of its own cell.
                     open_solution = piece[2].get("target_label", "") or "solution"
                     chunks.append(["solution", [piece[1]], open_solution])
+                    chunks.append(["text", [], open_solution])
                 elif piece[0] == "solution_end":
                     open_solution = None
                     chunks.append(["text", [], None])

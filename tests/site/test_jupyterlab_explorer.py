@@ -274,6 +274,7 @@ def test_the_colab_edition_opens_with_its_solutions_collapsed(browser, lab):
               }));
             }"""
         )
+        page.locator(".jp-RenderedMarkdown h3").last.scroll_into_view_if_needed()
         page.screenshot(path=SHOTS / "4_edition_solutions_collapsed.png")
     finally:
         context.close()
@@ -282,5 +283,8 @@ def test_the_colab_edition_opens_with_its_solutions_collapsed(browser, lab):
     assert solutions and len(solutions) == len(exercises), state[-12:]
     for k in solutions:
         assert state[k]["collapsed"] and state[k]["shown"], state[k]
-        assert not state[k + 1]["shown"], f"the cell after {state[k]['heading']} is visible"
+        after = state[k + 1 :]
+        end = next((j for j, c in enumerate(after) if c["heading"]), len(after))
+        assert end >= 2, f"{state[k]['heading']}: its text and code should follow it"
+        assert not any(c["shown"] for c in after[:end]), f"{state[k]['heading']} shows cells"
     assert all(state[k]["shown"] for k in exercises)
