@@ -180,7 +180,7 @@ def test_rendered_like_jupyter_it_shows_typeset_maths_and_no_markup(browser, ren
               return {
                 cells: md.length,
                 math: document.querySelectorAll('.jp-RenderedMarkdown mjx-container').length,
-                merrors: [...document.querySelectorAll('mjx-merror')].map(e => e.textContent),
+                math_errors: [...document.querySelectorAll('mjx-merror')].map(e => e.textContent),
                 text: text,
                 details: document.querySelectorAll('.jp-RenderedMarkdown details').length,
               };
@@ -191,7 +191,7 @@ def test_rendered_like_jupyter_it_shows_typeset_maths_and_no_markup(browser, ren
         context.close()
     assert not errors, errors
     assert result["cells"] >= 10 and result["math"] >= 50, result["math"]
-    assert not result["merrors"], f"MathJax errors: {result['merrors'][:5]}"
+    assert not result["math_errors"], f"MathJax errors: {result['math_errors'][:5]}"
     raw = RAW_MARKUP.findall(result["text"])
     assert not raw, f"raw MyST markup visible: {raw[:5]}"
     tex = RAW_TEX.findall(result["text"])
