@@ -430,7 +430,7 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
     site = "https://example-org.github.io/example-book/"
     page = site + "notebooks/01_all.html"
     expected = [
-        "# All constructs",
+        "# 1. All constructs",
         "Text with 0.4011 and ‘0.4011’, $x^2$ and $y_1$, **bold**, *em*,",
         "`code`, <sub>low</sub>, <sup>high</sup>, MLP",
         "[a site](https://example.org)",
@@ -470,8 +470,8 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
         "---",
         "> Words.\n>\n> — Someone",
         "\n\n> A margin note.",
-        "## Exercises",
-        f"## Scaling by $\\sqrt{{d}}$\n\nSee [Scaling by $\\sqrt{{d}}$]({page}#sec-all-math).",
+        "## 1.2. Exercises",
+        f"## 1.1. Scaling by $\\sqrt{{d}}$\n\nSee [Scaling by $\\sqrt{{d}}$]({page}#sec-all-math).",
         "### Exercise 1.1 (First)\n\nDo it.",
         "#### Solution to Exercise 1.1\n\nThe answer, and a check:",
         "### Exercise 1.2\n\nAnother, without solution.",

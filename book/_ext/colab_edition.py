@@ -179,6 +179,14 @@ class Converter:
             return ""
         return ".".join(map(str, numbers))
 
+    def section_number(self, section: nodes.section) -> str:
+        """The section's number as the site shows it ("1.2.1. "), or nothing."""
+        numbers = self.env.toc_secnumbers.get(self.docname, {})
+        anchors = [""] if section.parent is self.doctree else []
+        anchors += ["#" + i for i in section.get("ids", [])]
+        number = next((numbers[a] for a in anchors if numbers.get(a)), None)
+        return ".".join(map(str, number)) + ". " if number else ""
+
     def url(self, node: nodes.Element) -> str:
         if node.get("refid"):
             return f"{self.page}#{node['refid']}"
@@ -207,7 +215,7 @@ class Converter:
             elif isinstance(child, nodes.section):
                 title = child.next_node(nodes.title)
                 if title is not None and title.parent is child:
-                    yield ("heading", depth + 1, self.inline(title))
+                    yield ("heading", depth + 1, self.section_number(child) + self.inline(title))
                     yield from self.flow(child, depth + 1)
                 else:
                     yield from self.flow(child, depth)

@@ -98,6 +98,8 @@ def test_numbers_are_the_sites(built, path):
     ours += re.findall(r"^#+ (Exercise) ([\d.]+)", text, re.M)
     ours += [("Fig.", n) for n in re.findall(r"\*\*Fig\. ([\d.]+)\*\*", text)]
     assert sorted(ours) == sorted(site_captions)
+    site_sections = re.findall(r'<h[1-6]><span class="section-number">([\d.]+) </span>', page)
+    assert re.findall(r"^#+ (\d[\d.]*) ", text, re.M) == site_sections
 
 
 RENDER_TEMPLATE = """\
