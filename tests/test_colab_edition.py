@@ -347,6 +347,15 @@ Another, without solution.
 A glued figure.
 ```
 """,
+    """```{exercise-start} Gated
+:label: ex-all-gated
+```
+Complete the cell:
+""",
+    "CODE: answer = ...",
+    """```{exercise-end}
+```
+""",
 ]
 
 
@@ -476,6 +485,7 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
         "#### Solution to Exercise 1.1\n\nThe answer, and a check:",
         "### Exercise 1.2\n\nAnother, without solution.",
         "**Fig. 1.2** A glued figure.",
+        "### Exercise 1.3 (Gated)\n\nComplete the cell:",
     ]
     missing = [e for e in expected if e not in text]
     assert not missing, f"missing from the edition:\n{missing}\n---\n{text}"
@@ -486,7 +496,7 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
     assert solution.metadata["jp-MarkdownHeadingCollapsed"] is True
     assert nb.metadata["colab"]["collapsed_sections"] == [solution.id]
     code = [c.source for c in nb.cells if c.cell_type == "code"]
-    assert code == ["glue('value', '0.4011')", "print('solution code')"]
+    assert code == ["glue('value', '0.4011')", "print('solution code')", "answer = ..."]
 
 
 def test_a_construct_it_cannot_render_stops_the_build_with_a_clear_message(tmp_path):

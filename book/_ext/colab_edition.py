@@ -33,6 +33,14 @@ Anything else stops the build with an error that names the chapter, the cell and
 construct (``ColabEditionError``): a chapter never reaches Colab with raw markup.
 
 scripts/colab_edition.py runs this builder and writes editions/colab/.
+
+Why not sphinx-tojupyter's ``jupyter`` builder (QuantEcon's tool; version 0.6.0 was tried
+on this book with Sphinx 7.4, myst-nb 1.4, sphinx-exercise and sphinx-proof): it builds,
+substitutes glued text and numbers equations, but it turns every code cell into a fenced
+code block inside a markdown cell (no code cells, outputs, tags or install cell left), writes
+exercise titles as "##  (title)Exercise 2.1", gives solutions as plain "## Solution"
+headings that break the section levels and are not collapsed, repeats "Proof." in proofs,
+links references to local .ipynb files instead of the site, and leaves raw TeX in link text.
 """
 
 from __future__ import annotations
@@ -733,7 +741,7 @@ class Converter:
             text = "".join(after["source"]) if after["cell_type"] == "markdown" else ""
             heading = re.match(r"(#{1,6}) ", text)
             if not heading or len(heading.group(1)) > level:
-                self.cell = after.get("metadata", {}).get(META, {}).get("source_cell", "?")
+                self.cell = after.get("metadata", {}).get(META, {}).get("chapter_cell", "?")
                 raise self.fail(
                     None,
                     f"the solution of {label!r} followed by text that is not a heading (the "
@@ -745,7 +753,7 @@ class Converter:
         cell_id = cell.get("id", "")
         new_id = cell_id if suffix is None else f"{cell_id}-{suffix}"[:64]
         meta = {k: copy.deepcopy(v) for k, v in cell.get("metadata", {}).items() if suffix is None}
-        meta[META] = {"source_cell": self.cell}
+        meta[META] = {"chapter_cell": self.cell}
         if kind in ("caption", "exercise"):
             meta[META]["role"] = kind
         new = {"cell_type": "markdown", "metadata": meta, "source": text}
@@ -806,7 +814,7 @@ class ColabBuilder(Builder):
             if c.get("id") in collapsed:
                 c["metadata"]["id"] = c["id"]  # Colab names cells by metadata.id
         metadata[META] = {
-            "source": str(path.relative_to(self.srcdir)),
+            "chapter": str(path.relative_to(self.srcdir)),
             "solutions": converter.solution_cells,
         }
         colab = metadata.setdefault("colab", {})
