@@ -224,10 +224,13 @@ class Param:
 class Explorer:
     """An explorable figure: live ipywidgets controls, plus pre-rendered static frames.
 
-    Display it as the last expression of a cell. Its one output carries three
-    representations: ``text/plain`` (a summary), ``text/html`` (the static explorer,
-    wired by ``book/_static/explorer.js``) and the ipywidgets view, which live
-    front-ends prefer. The book's HTML build is configured to prefer ``text/html``.
+    Display it as the last expression of a cell. It makes two outputs: first
+    ``text/plain`` (a summary) and ``text/html`` (the static explorer, wired by
+    ``book/_static/explorer.js`` on the site, with a sentence asking Jupyter and Colab
+    readers to run the cell), then the ipywidgets view, which live front-ends show and
+    which hides the static copy while it is displayed. A notebook saved and reopened
+    without its kernel still shows the static explorer. The book's HTML build is
+    configured to prefer ``text/html``.
 
     Parameters
     ----------
