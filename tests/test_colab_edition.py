@@ -102,6 +102,7 @@ def test_every_glued_value_in_the_text_appears(chapter):
 def test_code_cells_outputs_and_tags_are_the_chapters(chapter):
     source = nbformat.read(chapter, as_version=4)
     edition = edition_of(chapter)
+    nbformat.validate(edition)
     code = [c for c in source.cells if c.cell_type != "markdown"]
     assert [c for c in edition.cells if c.cell_type != "markdown"] == code
     first = next(c for c in edition.cells if c.cell_type == "code")
