@@ -503,6 +503,18 @@ def test_bloom_shortcut_equals_alibi_under_the_causal_mask_only(h, n):
     assert np.abs(A_full_short - A_full).max() > 0.1
 
 
+@pytest.mark.parametrize("h", [1, 3, 5, 6, 8, 12, 17, 24, 40, 64])
+def test_mpt_writes_the_slope_rule_differently_with_the_same_result(h):
+    """MPT's code takes the odd-numbered slopes of the next power of 2, then the even ones,
+    and adds -slope·(n - 1 - j) to every row: the last row of ALiBi's bias, for all rows."""
+    from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+    n = 9
+    theirs = build_mpt_alibi_tensor(h, n).numpy()  # (h, 1, n)
+    np.testing.assert_allclose(theirs[:, 0, 0] / -(n - 1), alibi_slopes(h), rtol=1e-6)
+    np.testing.assert_allclose(theirs, alibi_bias(h, n)[:, -1:, :], rtol=1e-6)
+
+
 @PROPERTY
 @given(h=st.integers(1, 16), n=st.integers(1, 12), extra=st.integers(0, 12), t=st.integers(0, 50))
 def test_alibi_bias_depends_only_on_the_offset(h, n, extra, t):
