@@ -18,12 +18,23 @@ from helpers.multihead import (
     multi_head_attention_backward,
     split_heads,
 )
+from helpers.positional import (
+    alibi_bias,
+    alibi_slopes,
+    rope,
+    rope_frequencies,
+    rotate_pairs,
+    sinusoidal_encoding,
+    sinusoidal_shift,
+)
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
 from helpers.widgets import Explorer, Param, log_values
 
 __all__ = [
     "Explorer",
     "Param",
+    "alibi_bias",
+    "alibi_slopes",
     "attention_backward",
     "causal_mask",
     "checks",
@@ -40,7 +51,12 @@ __all__ = [
     "multi_head_attention",
     "multi_head_attention_backward",
     "padding_mask",
+    "rope",
+    "rope_frequencies",
+    "rotate_pairs",
     "scaled_dot_product_attention",
+    "sinusoidal_encoding",
+    "sinusoidal_shift",
     "softmax",
     "softmax_jacobian",
     "split_heads",
