@@ -8,6 +8,7 @@ built site and renders them the way Jupyter renders markdown, in Chromium.
 
 from __future__ import annotations
 
+import html as html_lib
 import importlib.util
 import json
 import re
@@ -533,3 +534,30 @@ def test_readme_documents_the_command():
     readme = (ROOT / "README.md").read_text()
     assert colab_edition.COMMAND in readme
     assert textwrap.dedent("editions/colab/") in readme
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1. similarity",
+        "12) twelve",
+        "# not a heading",
+        "> not a quote",
+        "- not a list",
+        "+ not a list",
+        "= not a rule",
+        "a*b*c and x_1 and $5 and <b> and | and ~ and `code`",
+        "a \\alpha backslash",
+        "plain text",
+    ],
+)
+def test_escaped_text_renders_as_itself(text):
+    """A paragraph's plain text renders, in a CommonMark renderer like Jupyter's, as
+    exactly that text: no list, heading or quote, and no stray backslash."""
+    from markdown_it import MarkdownIt
+
+    source = converter.escape_line_start(converter.escape(text))
+    html = MarkdownIt("commonmark").render(source)
+    assert html.startswith("<p>") and html.endswith("</p>\n"), (source, html)
+    shown = re.sub(r"<[^>]+>", "", html).strip()
+    assert html_lib.unescape(shown) == text, (source, html)

@@ -114,6 +114,21 @@ def escape(text: str) -> str:
     return _ESCAPE.sub(r"\\\1", text)
 
 
+def escape_line_start(text: str) -> str:
+    """A paragraph's text, kept from starting a heading, quote, list or rule.
+
+    A backslash escapes only punctuation (CommonMark), so "1. step" becomes "1\\. step":
+    "\\1. step" would show its backslash.
+    """
+    start = _LINE_START.match(text)
+    if start is None:
+        return text
+    if start.group(1)[0].isdigit():
+        end = start.end(1) - 1  # the "." or ")" after the digits
+        return text[:end] + "\\" + text[end:]
+    return "\\" + text
+
+
 def code_span(text: str) -> str:
     ticks = max((len(m) for m in re.findall(r"`+", text)), default=0) + 1
     fence = "`" * ticks
@@ -295,7 +310,7 @@ class Converter:
             return escape(node.astext())
         if isinstance(node, nodes.paragraph):
             text = self.inline(node).strip()
-            return ("\\" + text) if _LINE_START.match(text) else text
+            return escape_line_start(text)
         if isinstance(node, nodes.comment | nodes.target | addnodes.index):
             return ""
         if isinstance(node, nodes.section):
