@@ -18,6 +18,15 @@ from helpers.multihead import (
     multi_head_attention_backward,
     split_heads,
 )
+from helpers.positional import (
+    alibi_bias,
+    alibi_slopes,
+    rope,
+    rope_frequencies,
+    rotate_pairs,
+    sinusoidal_encoding,
+    sinusoidal_shift,
+)
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
 from helpers.transformer import (
     Adam,
@@ -42,6 +51,8 @@ __all__ = [
     "Adam",
     "Explorer",
     "Param",
+    "alibi_bias",
+    "alibi_slopes",
     "attention_backward",
     "block_parameter_count",
     "causal_mask",
@@ -72,7 +83,12 @@ __all__ = [
     "padding_mask",
     "relu",
     "rms_norm",
+    "rope",
+    "rope_frequencies",
+    "rotate_pairs",
     "scaled_dot_product_attention",
+    "sinusoidal_encoding",
+    "sinusoidal_shift",
     "softmax",
     "softmax_jacobian",
     "split_heads",
