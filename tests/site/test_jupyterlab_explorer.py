@@ -170,6 +170,26 @@ def open_notebook(browser, url: str, name: str = "explorer.ipynb"):
     return context, page
 
 
+def dismiss_dialogs(page, seen: list[str]) -> None:
+    """Accept any JupyterLab dialog in the way (recording its text).
+
+    On a loaded machine JupyterLab can open one over the notebook (a kernel that was slow
+    to answer, a file it thinks changed on disk); its accept button keeps the notebook and
+    its python3 kernel. What was shown is kept in `seen` for the failure message.
+    """
+    dialogs = page.locator(".jp-Dialog")
+    for _ in range(3):
+        if dialogs.count() == 0 or not dialogs.first.is_visible():
+            return
+        seen.append(" ".join(dialogs.first.inner_text().split()))
+        accept = dialogs.first.locator(".jp-Dialog-button.jp-mod-accept")
+        if accept.count():
+            accept.first.click()
+        else:
+            page.keyboard.press("Escape")
+        page.wait_for_timeout(500)
+
+
 def visible_static(page) -> dict:
     return page.evaluate(
         """() => {
@@ -202,18 +222,20 @@ def test_explorer_before_a_run_live_and_after_save_and_reopen(browser, lab):
 
         # 2. run: the live widget replaces it
         slider = page.locator(".jp-OutputArea .widget-slider, .jp-OutputArea .widget-hslider")
+        dialogs: list[str] = []
         for attempt in range(3):
             # (a kernel that JupyterLab is still connecting may drop a first request)
-            page.locator(".jp-Notebook .jp-CodeCell").first.click()
-            page.keyboard.press("Escape")
-            page.keyboard.press("Shift+Enter")
             try:
+                dismiss_dialogs(page, dialogs)
+                page.locator(".jp-Notebook .jp-CodeCell").first.click(timeout=20000)
+                page.keyboard.press("Escape")
+                page.keyboard.press("Shift+Enter")
                 slider.first.wait_for(timeout=40000)
                 break
-            except Exception:
+            except Exception as exc:
                 if attempt == 2:
                     page.screenshot(path=SHOTS / "2_live.png")
-                    raise
+                    raise AssertionError(f"no live widget; dialogs shown: {dialogs}") from exc
         page.locator(".jp-OutputArea .widget-image").first.wait_for(timeout=30000)
         live = visible_static(page)
         page.screenshot(path=SHOTS / "2_live.png")
