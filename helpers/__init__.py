@@ -8,6 +8,14 @@ from helpers import checks
 from helpers.attention import attention_backward, scaled_dot_product_attention
 from helpers.glue import glue
 from helpers.masks import causal_mask, padding_mask
+from helpers.moe import (
+    expert_capacity,
+    load_balancing_loss,
+    moe_layer,
+    moe_parameter_count,
+    router_z_loss,
+    top_k_gating,
+)
 from helpers.multihead import (
     grouped_query_attention,
     init_mha_params,
@@ -44,6 +52,12 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "expert_capacity",
+    "load_balancing_loss",
+    "moe_layer",
+    "moe_parameter_count",
+    "router_z_loss",
+    "top_k_gating",
 ]
 
 __version__ = "0.1.0"
