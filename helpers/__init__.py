@@ -7,6 +7,7 @@ module's docstring says which chapter introduces it.
 from helpers import checks
 from helpers.attention import attention_backward, scaled_dot_product_attention
 from helpers.glue import glue
+from helpers.kv_cache import KVCache, attention_decoder, init_attention_decoder
 from helpers.masks import causal_mask, padding_mask
 from helpers.multihead import (
     grouped_query_attention,
@@ -23,13 +24,16 @@ from helpers.widgets import Explorer, Param, log_values
 
 __all__ = [
     "Explorer",
+    "KVCache",
     "Param",
     "attention_backward",
+    "attention_decoder",
     "causal_mask",
     "checks",
     "entropy",
     "glue",
     "grouped_query_attention",
+    "init_attention_decoder",
     "init_mha_params",
     "kv_cache_elements",
     "log_softmax",
