@@ -7,6 +7,7 @@ module's docstring says which chapter introduces it.
 from helpers import checks
 from helpers.attention import attention_backward, scaled_dot_product_attention
 from helpers.glue import glue
+from helpers.kv_cache import KVCache, attention_decoder, init_attention_decoder
 from helpers.masks import causal_mask, padding_mask
 from helpers.moe import (
     expert_capacity,
@@ -31,14 +32,17 @@ from helpers.widgets import Explorer, Param, log_values
 
 __all__ = [
     "Explorer",
+    "KVCache",
     "Param",
     "attention_backward",
+    "attention_decoder",
     "causal_mask",
     "checks",
     "entropy",
     "expert_capacity",
     "glue",
     "grouped_query_attention",
+    "init_attention_decoder",
     "init_mha_params",
     "kv_cache_elements",
     "load_balancing_loss",
