@@ -277,8 +277,8 @@ def bert_forward(
     -----
     .. math::
 
-        X_0 = \operatorname{LN}\big(E_\text{tok}[\text{ids}] + E_\text{seg}[\text{types}]
-              + E_\text{pos}[0{:}n]\big), \qquad
+        X_0 = \operatorname{LN}\big(W_\text{tok}[\text{ids}] + W_\text{seg}[\text{types}]
+              + W_\text{pos}[0{:}n]\big), \qquad
         X_\ell = \operatorname{Block}_\ell(X_{\ell - 1}),
 
     each block post-LN: :math:`Z = \operatorname{LN}_1(X + \operatorname{MHA}(X))`,
@@ -546,11 +546,11 @@ def gpt2_forward(
     -----
     .. math::
 
-        X_0 = E_\text{tok}[\text{ids}] + E_\text{pos}[t_0 : t_0 + n], \qquad
+        X_0 = W_\text{tok}[\text{ids}] + W_\text{pos}[t_0 : t_0 + n], \qquad
         Z_\ell = X_{\ell-1} + \operatorname{MHA}_\text{causal}(\operatorname{LN}_1(X_{\ell-1})),
         \quad X_\ell = Z_\ell + \operatorname{FFN}(\operatorname{LN}_2(Z_\ell)),
 
-    then :math:`\text{logits} = \operatorname{LN}_f(X_L)\, E_\text{tok}^\top`: pre-LN
+    then :math:`\text{logits} = \operatorname{LN}_f(X_L)\, W_\text{tok}^\top`: pre-LN
     blocks with the tanh approximation of GELU, a final layer norm, and the output
     matrix tied to the token embeddings. Without a cache each block is chapter 6's
     :func:`~helpers.transformer.encoder_block` with ``norm_first=True`` and a causal

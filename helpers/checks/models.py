@@ -105,7 +105,7 @@ def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
         ("one token, k = 2", np.array([1.0, 3.0, 0.0, 2.0]), 2),
         ("a batch of tokens, k = 2", np.array([[0.5, -1.0, 2.0], [0.1, 0.2, 0.3]]), 2),
         ("k = 1 (one expert, gate 1)", np.array([[0.3, 1.2, -0.4, 0.0]]), 1),
-        ("k = E: the plain softmax", np.array([[1.0, 2.0, 3.0]]), 3),
+        ("k = N: the plain softmax", np.array([[1.0, 2.0, 3.0]]), 3),
         ("large logits", np.array([[1000.0, 999.0, -1000.0, 0.0]]), 2),
     ]
     cases = [
