@@ -378,3 +378,19 @@ def test_decoder_layer_bad_input():
     del params["W_K_cross"]
     with pytest.raises(ValueError, match="W_K_cross"):
         decoder_layer(np.zeros((3, 8)), np.zeros((4, 8)), params, 2)
+
+
+# ---------------------------------------------------------------------------
+# The parameter counts quoted in the chapter
+# ---------------------------------------------------------------------------
+
+
+def test_bert_base_and_gpt2_small_parameter_counts():
+    """The chapter counts BERT-base (with its pooler) and GPT-2 small from their sizes."""
+    with torch.device("meta"):  # nothing is allocated
+        bert = BertModel(BertConfig())
+        gpt2 = GPT2LMHeadModel(GPT2Config())
+    assert sum(p.numel() for p in bert.parameters()) == 109_482_240
+    # parameters() lists the tied output matrix once
+    assert sum(p.numel() for p in gpt2.parameters()) == 124_439_808
+    assert gpt2.lm_head.weight is gpt2.transformer.wte.weight
