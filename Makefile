@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/_static/*.js book/_static/*.css) \
+BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/_static/*.js book/_static/*.css book/_templates/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py
 
 .PHONY: book student test lint unit nbval html browser colab workflows linkcheck execute clean

@@ -489,14 +489,22 @@ class Explorer:
 
     @staticmethod
     def _control_html(k: int, p: Param, uid: str) -> str:
-        """One control. Disabled until explorer.js wires it, so it never looks broken."""
+        """One control. Disabled until explorer.js wires it, so it never looks broken.
+
+        Every control has an accessible name, the parameter's label: a range input or
+        menu carries it as ``aria-label`` (its ``<label>`` also holds the value shown
+        beside it), a radio group as the ``<legend>`` of its ``<fieldset>``, and each
+        radio button its value's text. Every control is reached with Tab and operated
+        with the arrow keys; ``explorer.css`` draws its focus ring.
+        """
         esc = html.escape
         attrs = f'data-explorer-param="{k}" disabled'
         if p.control == "slider":
             return (
                 f'<label class="explorer-control"><span class="explorer-label">{esc(p.label)}'
                 f'</span><input type="range" min="0" max="{len(p) - 1}" step="1" '
-                f'value="{p.index}" aria-valuetext="{esc(p.labels[p.index])}" {attrs}>'
+                f'value="{p.index}" aria-label="{esc(p.label)}" '
+                f'aria-valuetext="{esc(p.labels[p.index])}" {attrs}>'
                 f'<output data-explorer-param="{k}">{esc(p.labels[p.index])}</output></label>'
             )
         if p.control == "buttons":
@@ -515,7 +523,7 @@ class Explorer:
         )
         return (
             f'<label class="explorer-control"><span class="explorer-label">{esc(p.label)}'
-            f"</span><select {attrs}>{options}</select></label>"
+            f'</span><select aria-label="{esc(p.label)}" {attrs}>{options}</select></label>'
         )
 
     # ---------------------------------------------------------------- live view

@@ -118,5 +118,54 @@ def test_notebook_maths_needs_no_site_macros(path):
     macros = config["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"]
     pattern = re.compile(r"\\(" + "|".join(macros) + r")(?![A-Za-z])")
     nb = nbformat.read(path, as_version=4)
-    used = {m for c in nb.cells if c.cell_type == "markdown" for m in pattern.findall(c.source)}
+    texts = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    texts += [c.metadata.get("mystnb", {}).get("figure", {}).get("caption", "") for c in nb.cells]
+    used = {m for text in texts for m in pattern.findall(text)}
     assert not used, f"{path.name} uses site-only macros {sorted(used)}"
+
+
+def labelled_headings(text: str) -> list[tuple[str, str]]:
+    """(label, heading) for every heading that directly follows a ``(label)=`` target."""
+    return re.findall(r"^\(([\w-]+)\)=\s*\n(#+ .*)$", text, flags=re.MULTILINE)
+
+
+def test_labelled_headings_hold_no_maths():
+    """A {ref} to a section shows its title as plain text: maths there is raw TeX on the
+    site (the link "Why the scores are divided by \\sqrt{d_k}"). Labelled headings, the
+    ones {ref} can link to, must be free of $...$ (use words or Unicode: τ, √d_k)."""
+    sources = {
+        **{
+            p.name: "\n\n".join(c.source for c in nbformat.read(p, as_version=4).cells)
+            for p in NOTEBOOKS
+        },
+        **{p.name: p.read_text() for p in (ROOT / "book").glob("*.md")},
+    }
+    found = [
+        (name, label, heading)
+        for name, text in sources.items()
+        for label, heading in labelled_headings(text)
+        if "$" in heading or "\\" in heading
+    ]
+    assert labelled_headings("(sec-x)=\n## A title\n")  # the pattern finds headings
+    assert not found, f"labelled headings with maths (raw TeX in every link to them): {found}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_has_a_caption_a_name_and_alternative_text(path):
+    """A figure is a code cell whose output is a PNG. Its cell metadata gives myst-nb the
+    caption and the name (mystnb.figure) and the image's alt text (mystnb.image.alt),
+    which says what the figure shows, in words a screen reader can read out."""
+    nb = nbformat.read(path, as_version=4)
+    figures = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and any("image/png" in o.get("data", {}) for o in c.outputs)
+    ]
+    assert figures, f"{path.name} has no figure"
+    for cell in figures:
+        meta = cell.metadata.get("mystnb", {})
+        figure, alt = meta.get("figure", {}), meta.get("image", {}).get("alt", "")
+        where = f"{path.name}, figure {figure.get('name', cell.source[:60])!r}"
+        assert figure.get("caption") and figure.get("name"), f"{where}: caption or name missing"
+        assert len(alt.split()) >= 8, f"{where}: mystnb.image.alt must say what it shows: {alt!r}"
+        assert not re.search(r"[$\\]", alt), f"{where}: alt text is read as is, no TeX: {alt!r}"

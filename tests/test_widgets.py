@@ -394,3 +394,40 @@ def test_frame_limit_counts_the_product():
     assert math.prod([20, 20]) == MAX_FRAMES
     ex = Explorer(_fig(), lambda a, b: None, [Param("a", range(20)), Param("b", range(20))])
     assert len(explorer_data(ex.static_html())["index"]) == MAX_FRAMES
+
+
+# ---------------------------------------------------------------- accessibility
+
+
+def test_every_static_control_has_an_accessible_name():
+    """The range and the menu carry the parameter's label as aria-label; a radio group is
+    named by its legend and each radio by its text (checked in a browser by
+    tests/site/test_site.py, with axe-core and the keyboard)."""
+    extra = [
+        Param("scaled", [True, False], labels=["on", "off"], label="scaling"),
+        Param("word", list("abcdef"), label="word"),
+    ]
+    markup = softmax_explorer(extra=extra).static_html()
+    tree = Tree(markup)
+    (rng,) = tree.find("input", type="range")
+    (menu,) = tree.find("select")
+    assert rng["aria-label"] == "τ" and menu["aria-label"] == "word"
+    assert rng["aria-valuetext"] == "1"
+    assert '<legend class="explorer-label">scaling</legend>' in markup
+    assert ">on</label>" in markup and ">off</label>" in markup
+    (root,) = tree.find("div", **{"class": "explorer"})
+    assert root["role"] == "group"
+
+
+def test_every_live_control_is_labelled():
+    """Live, each control shows its parameter's label (ipywidgets' description); a
+    reader's own live control keeps the description it was given."""
+    extra = [
+        Param("scaled", [True, False], labels=["on", "off"], label="scaling"),
+        Param("word", list("abcdef"), label="word"),
+    ]
+    logits = ipywidgets.Text(value="2, 1, 0.5, 0, -1", description="logits")
+    ex = softmax_explorer(extra=extra, live_controls={"logits": logits})
+    ex.widget  # noqa: B018  (builds the live view)
+    descriptions = {name: control.description for name, control in ex.controls.items()}
+    assert descriptions == {"tau": "τ", "scaled": "scaling", "word": "word", "logits": "logits"}
