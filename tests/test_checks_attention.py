@@ -44,7 +44,7 @@ def tril_mask(n):
     return np.tril(np.ones((n, n), dtype=bool))
 
 
-def tril_mask_of_ones(n):  # 0/1 floats: read as a mask too
+def tril_mask_of_ones(n):  # 0/1 floats: the right pattern, but numbers, not booleans
     return np.tril(np.ones((n, n)))
 
 
@@ -181,7 +181,7 @@ ALL_CHECKS = [
         check_attention,
         [helpers.scaled_dot_product_attention, four_steps, four_steps_with_weights],
     ),
-    (check_causal_mask, [helpers.causal_mask, tril_mask, tril_mask_of_ones]),
+    (check_causal_mask, [helpers.causal_mask, tril_mask]),
     (check_masked_attention, [helpers.scaled_dot_product_attention, masked_attention]),
     (check_attention_grad, [reference_grads, grads]),
 ]
@@ -281,14 +281,18 @@ def test_attention_slips_are_named(fn, cases, problem, hint):
 
 def test_naive_softmax_fails_on_large_scores_with_the_max_shift_hint():
     report = check_attention(naive_softmax)
-    assert set(failed(report)) == {"large scores"}
+    assert set(failed(report)) == {"large scores", "rows whose maxima differ by 800"}
     text = flat(report)
     assert "the output contains nan" in text
     assert '"overflow encountered in exp"' in text
     assert "exp(1060) overflows to inf" in text
     assert "S - S.max(axis=-1, keepdims=True)" in text
     report = check_attention(naive_softmax_in_float32)
-    assert set(failed(report)) == {"large scores", "float32 input"}
+    assert set(failed(report)) == {
+        "large scores",
+        "rows whose maxima differ by 800",
+        "float32 input",
+    }
     assert "in float32 exp overflows above 88.7, and these scores reach 113" in flat(report)
 
 
@@ -314,7 +318,7 @@ def test_changing_an_input_in_place_is_reported():
 
 def test_the_report_reads_well():
     text = repr(check_attention(unscaled))
-    assert text.startswith("check_attention(unscaled): 4 of 7 checks passed, 3 failed.")
+    assert text.startswith("check_attention(unscaled): 4 of 8 checks passed, 4 failed.")
     assert "\nFAILED: hand-sized 2 x 2\n    input:    Q = [[1, 0],\n" in text
     assert "    expected: [[1.66048, 2.66048],\n               [2, 3]]" in text
     assert "Passed: large scores, equal scores, a single key, float32 input." in text
@@ -504,3 +508,38 @@ def test_the_grad_formulas_are_in_the_hint():
     text = flat(check_attention_grad(grads_variant("no scale")))
     assert "dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True))" in text
     assert "dQ = s * dS @ K; dK = s * dS.T @ Q" in text
+
+
+# ---------------------------------------------------------------------------
+# Wrong answers that used to pass
+# ---------------------------------------------------------------------------
+
+
+def global_max_attention(Q, K, V):
+    """Subtracts the maximum of the whole score matrix, not of each row."""
+    S = scores(Q, K)
+    E = np.exp(S - S.max())
+    return E / E.sum(axis=-1, keepdims=True) @ V
+
+
+def test_subtracting_the_global_maximum_fails_when_row_maxima_differ_by_800():
+    report = check_attention(global_max_attention)
+    assert set(failed(report)) == {"rows whose maxima differ by 800"}
+    problem = failed(report)["rows whose maxima differ by 800"]
+    assert "the output contains nan" in problem
+    assert "each row needs its own maximum, S.max(axis=-1, keepdims=True)" in flat(report)
+    with np.errstate(all="ignore"):  # the case is built so: row 2 underflows to 0/0
+        case_Q = np.array([[400.0, 0.0], [0.0, 1.0]])
+        case_K = np.array([[4.0, 0.0], [3.0, 1.0], [0.0, 2.0]])
+        S = scores(case_Q, case_K)
+        assert S[0].max() - S[1].max() > 745 and np.exp(S[1] - S.max()).sum() == 0
+
+
+def test_a_float_causal_mask_of_zeros_and_ones_fails_every_case():
+    report = check_causal_mask(tril_mask_of_ones)
+    assert not report and len(report.failures) == 4
+    for problem in failed(report).values():
+        assert "the right pattern, but as numbers of dtype float64, not a boolean mask" in problem
+    assert "(dtype float64)" in report.failures[0].got
+    assert "np.tril(np.ones((n, n), dtype=bool))" in flat(report)
+    assert check_causal_mask(lambda n: tril_mask_of_ones(n).astype(bool))

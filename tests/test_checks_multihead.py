@@ -425,12 +425,15 @@ def test_count_arguments_are_python_numbers():
 GRAD_NAMES = ["dW_Q", "dW_K", "dW_V", "dW_O", "dX"]
 
 
-def helpers_grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output):
-    g = helpers.multi_head_attention_backward(X, X, W_Q, W_K, W_V, W_O, num_heads, grad_output)
+def helpers_grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal=False):
+    mask = helpers.causal_mask(len(X)) if causal else None
+    g = helpers.multi_head_attention_backward(
+        X, X, W_Q, W_K, W_V, W_O, num_heads, grad_output, mask=mask
+    )
     return {**g, "dX": g["dX_q"] + g["dX_kv"]}
 
 
-def reader_grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, *, slip_=None):
+def reader_grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal=False, *, slip_=None):
     """A from-scratch backward pass, loop-free over heads; ``slip_`` reproduces slips."""
     n, d_model = X.shape
     h, d_k = num_heads, d_model // num_heads
@@ -443,6 +446,8 @@ def reader_grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, *, slip_=None):
 
     Q, K, V = split(X @ W_Q), split(X @ W_K), split(X @ W_V)
     S = Q @ K.transpose(0, 2, 1) / np.sqrt(d_k)
+    if causal and slip_ != "mask ignored":
+        S = np.where(np.tril(np.ones((n, n), dtype=bool)), S, -np.inf)
     A = np.exp(S - S.max(axis=-1, keepdims=True))
     A /= A.sum(axis=-1, keepdims=True)
     C = merge(A @ V)
@@ -479,8 +484,8 @@ def reader_grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, *, slip_=None):
 
 
 def reader_slip(name):
-    def fn(X, W_Q, W_K, W_V, W_O, num_heads, grad_output):
-        return reader_grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, slip_=name)
+    def fn(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal=False):
+        return reader_grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal, slip_=name)
 
     fn.__name__ = "grads_" + name.replace(" ", "_")
     return fn
@@ -491,9 +496,9 @@ def test_correct_gradients_pass(fn):
     report = check_mha_backward(fn)
     assert report
     assert [r.name for r in report.results] == [
-        f"{g} ({layout})" for layout in ("2 heads", "1 head") for g in GRAD_NAMES
+        f"{g} ({layout})" for layout in ("2 heads", "1 head", "2 heads, causal") for g in GRAD_NAMES
     ]
-    assert "All 10 checks passed" in flat(report)
+    assert "All 15 checks passed" in flat(report)
 
 
 def test_a_tuple_in_the_order_of_wrt_is_accepted():
@@ -508,6 +513,8 @@ def test_a_tuple_in_the_order_of_wrt_is_accepted():
         "dW_O (2 heads)",
         "dX (1 head)",
         "dW_O (1 head)",
+        "dX (2 heads, causal)",
+        "dW_O (2 heads, causal)",
     }
 
 
@@ -554,21 +561,22 @@ def test_a_missing_entry_or_a_non_dict_result_is_explained():
         return g
 
     report = check_mha_backward(missing)
-    assert set(failed(report)) == {"dW_K (2 heads)", "dW_K (1 head)"}
+    assert set(failed(report)) == {"dW_K (2 heads)", "dW_K (1 head)", "dW_K (2 heads, causal)"}
     first = report.failures[0]
     assert first.problem == "the result has no entry 'dW_K'"
     assert first.got == "a dict with keys 'dW_Q', 'dW_V', 'dW_O', 'dX'"
     assert "return a dict with the keys 'dW_Q', 'dW_K', 'dW_V', 'dW_O', 'dX'" in flat(report)
 
     report = check_mha_backward(lambda *args: np.zeros((4, 6)))
-    assert len(report.failures) == 10
+    assert len(report.failures) == 15
     assert "expected a dict of gradients" in report.failures[0].problem
 
 
 def test_gradient_report_shows_shapes():
     report = check_mha_backward(reader_slip("sign"), wrt=("dW_V",))
     assert report.failures[0].input == (
-        "X: (4, 6); W_Q, W_K, W_V, W_O: (6, 6) each; num_heads = 2; grad_output: (4, 6)"
+        "X: (4, 6); W_Q, W_K, W_V, W_O: (6, 6) each; num_heads = 2; grad_output: (4, 6); "
+        "causal = False"
     )
 
 
@@ -582,3 +590,23 @@ def test_checks_are_reexported():
     for name in ("check_multi_head_attention", "check_mha_parameter_count", "check_mha_backward"):
         assert name in helpers.checks.__all__
         assert getattr(helpers.checks, name).__module__ == "helpers.checks.multihead"
+
+
+def test_a_backward_pass_that_ignores_the_causal_mask_fails_the_causal_case():
+    """The exercise asks for causal=True; a backward pass that forgets the mask used to
+    pass, because every case was unmasked."""
+    report = check_mha_backward(reader_slip("mask ignored"))
+    problems = failed(report)
+    assert set(problems) == {f"{g} (2 heads, causal)" for g in GRAD_NAMES}
+    for problem in problems.values():
+        assert "it is the gradient of the layer WITHOUT the causal mask" in problem
+    assert "S = np.where(mask, S, -np.inf)" in flat(report)
+
+
+def test_a_backward_pass_without_the_causal_argument_fails_only_the_causal_case():
+    def no_causal(X, W_Q, W_K, W_V, W_O, num_heads, grad_output):
+        return reader_grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output)
+
+    report = check_mha_backward(no_causal)
+    assert set(failed(report)) == {f"{g} (2 heads, causal)" for g in GRAD_NAMES}
+    assert "TypeError" in report.failures[0].got

@@ -190,3 +190,52 @@ def test_causal_and_padding_masks_combine_with_and():
 def test_padding_mask_bad_input(args, error, match):
     with pytest.raises(error, match=match):
         padding_mask(*args)
+
+
+# ---------------------------------------------------------------------------
+# Two boolean conventions in PyTorch (chapter 2's "mixing mask conventions")
+# ---------------------------------------------------------------------------
+
+
+def test_nn_multihead_attention_reads_true_as_blocked_unlike_sdpa():
+    """F.scaled_dot_product_attention's boolean attn_mask: True = may attend, as in this
+    book. nn.MultiheadAttention's attn_mask and key_padding_mask: True = NOT allowed. The
+    book's mask must be negated for the module; passed as is, it is silently inverted."""
+    rng = np.random.default_rng(0)
+    n, d = 5, 4
+    X = rng.standard_normal((1, n, d))
+    causal = causal_mask(n)  # the book's convention
+    keys = np.array([[True, True, True, False, False]])  # (1, m): keys 4, 5 are padding
+    torch.manual_seed(0)
+    module = torch.nn.MultiheadAttention(d, 1, bias=False, batch_first=True, dtype=torch.float64)
+    W_in = module.in_proj_weight.detach().numpy()  # (3d, d), rows: W_Q^T, W_K^T, W_V^T
+    W_Q, W_K, W_V = (W_in[k * d : (k + 1) * d].T for k in range(3))
+    W_O = module.out_proj.weight.detach().numpy().T
+    x = torch.from_numpy(X)
+
+    def ours(allowed):
+        out, _ = scaled_dot_product_attention(X @ W_Q, X @ W_K, X @ W_V, allowed)
+        return out @ W_O
+
+    def module_out(**masks):
+        out, _ = module(x, x, x, need_weights=False, **masks)
+        return out.detach().numpy()
+
+    # SDPA: the book's mask as it is
+    sdpa = F.scaled_dot_product_attention(
+        *(torch.from_numpy(X @ W) for W in (W_Q, W_K, W_V)), attn_mask=torch.from_numpy(causal)
+    )
+    assert np.allclose(sdpa.numpy() @ W_O, ours(causal), **PARITY)
+    # nn.MultiheadAttention: the negation of the book's masks ...
+    assert np.allclose(module_out(attn_mask=torch.from_numpy(~causal)), ours(causal), **PARITY)
+    allowed = keys[:, None, :]  # (1, 1, m), broadcast over the queries
+    assert np.allclose(
+        module_out(key_padding_mask=torch.from_numpy(~keys)), ours(allowed), **PARITY
+    )
+    # ... and a book's mask passed as is is read the other way round: the queries attend
+    # to exactly the keys it forbids (a mask without its diagonal, j < i, so that neither
+    # reading leaves a row of the module with no key at all)
+    strict = causal & ~np.eye(n, dtype=bool)  # j < i
+    wrong = module_out(attn_mask=torch.from_numpy(strict))
+    assert np.allclose(wrong, ours(~strict), **PARITY)
+    assert not np.allclose(wrong, ours(strict), atol=1e-3)

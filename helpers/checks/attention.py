@@ -9,6 +9,7 @@ softmax Jacobian, ...) by comparing the wrong answer with what each slip produce
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 
@@ -180,7 +181,9 @@ def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) 
     -----
     Cases: a hand-sized ``2 x 2`` example, cross shapes (``n != m``,
     ``d_k != d_v``: a transposed product fails to run), large scores (the softmax
-    overflows without the max-shift), a wide ``d_k = 16`` (the scaling matters most),
+    overflows without the max-shift), rows whose maxima differ by 800 (subtracting the
+    maximum of the whole score matrix instead of each row's underflows a row to 0/0),
+    a wide ``d_k = 16`` (the scaling matters most),
     keys that differ only by a constant (equal weights), a single key, and float32
     input.
 
@@ -189,9 +192,9 @@ def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) 
     >>> from helpers import scaled_dot_product_attention
     >>> from helpers.checks import check_attention
     >>> check_attention(scaled_dot_product_attention)
-    check_attention(scaled_dot_product_attention): All 7 checks passed: hand-sized 2 x 2,
+    check_attention(scaled_dot_product_attention): All 8 checks passed: hand-sized 2 x 2,
         cross shapes (n=2, m=4, d_k=3, d_v=5), large scores, wide d_k = 16, equal
-        scores, a single key, float32 input.
+        scores, a single key, rows whose maxima differ by 800, float32 input.
     """
     _require_callable(fn, "check_attention")
     rng = np.random.default_rng(2)
@@ -232,6 +235,15 @@ def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) 
             np.array([[2.0, 3.0]]),
             np.array([[7.0, -7.0, 1.0]]),
             "with one key, every query puts all its weight on it: each output row is V[0]",
+        ),
+        "rows whose maxima differ by 800": (
+            np.array([[400.0, 0.0], [0.0, 1.0]]),
+            np.array([[4.0, 0.0], [3.0, 1.0], [0.0, 2.0]]),
+            np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+            "each row needs its own maximum, S.max(axis=-1, keepdims=True): row 1's scores "
+            "reach 800, row 2's stay below 2, and after subtracting the maximum of the whole "
+            "matrix every exp of row 2 underflows to 0 (e^-745 is below the smallest float64), "
+            "so that row becomes 0/0 = nan",
         ),
         "float32 input": (
             np.array([[40.0, 0.0], [0.0, 40.0]], dtype=_F32),
@@ -311,15 +323,17 @@ def check_causal_mask(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
     ----------
     fn : callable
         ``fn(n) -> mask``: a boolean ``(n, n)`` array with ``mask[i, j]`` True when
-        query ``i`` may attend to key ``j``, that is when ``j <= i``. An array of 0s
-        and 1s passes too (:func:`helpers.scaled_dot_product_attention` reads it the
-        same way); an additive mask of 0 and ``-inf`` does not.
+        query ``i`` may attend to key ``j``, that is when ``j <= i``. The exercise
+        asks for booleans: an array of 0s and 1s with the right pattern fails with that
+        explanation (0/1 numbers read like the additive form or the "1 = blocked"
+        convention), and so does an additive mask of 0 and ``-inf``.
 
     Returns
     -------
     CheckReport
         Truthy iff every case passed; its ``repr`` explains any failure, naming an
-        inverted convention, the upper triangle and a missing diagonal.
+        inverted convention, the upper triangle, a missing diagonal and numbers where
+        booleans are asked.
 
     Examples
     --------
@@ -333,15 +347,31 @@ def check_causal_mask(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
         Case(f"n = {n}", {"n": np.array(float(n))}, causal_mask(n), _CAUSAL_RULE)
         for n in (1, 2, 3, 6)
     ]
-    return _with_function_name(
-        run_checks(
-            functools.wraps(fn)(lambda n: fn(int(n))),
-            cases,
-            check_name="check_causal_mask",
-            diagnose=_causal_diagnose,
-        ),
-        fn,
+    dtypes: list[np.dtype] = []
+
+    def call(n: np.ndarray) -> object:
+        result = fn(int(n))
+        dtypes.append(np.asarray(result).dtype)
+        return result
+
+    report = run_checks(
+        functools.wraps(fn)(call), cases, check_name="check_causal_mask", diagnose=_causal_diagnose
     )
+    results = []
+    for result, dtype in zip(report.results, dtypes, strict=False):
+        if result.passed and dtype != np.bool_:
+            result = dataclasses.replace(
+                result,
+                passed=False,
+                got=f"{result.got} (dtype {dtype})",
+                problem=f"the right pattern, but as numbers of dtype {dtype}, not a boolean "
+                "mask: a mask of 0s and 1s reads like the additive form, where 0 means "
+                "allowed, or like the '1 = blocked' convention of other code",
+                hint="return booleans, True = may attend: np.tril(np.ones((n, n), dtype=bool)) "
+                "or mask.astype(bool)",
+            )
+        results.append(result)
+    return CheckReport(check=report.check, function=_name_of(fn), results=tuple(results))
 
 
 # ---------------------------------------------------------------------------

@@ -140,6 +140,11 @@ def _heads_before_last(num_heads: int) -> Callable[..., tuple[object, ...]]:
     return lambda *arrays: (*arrays[:-1], num_heads, arrays[-1])
 
 
+def _then_true(arrange: Callable[..., tuple[object, ...]]) -> Callable[..., tuple[object, ...]]:
+    """``arrange``, then ``True`` (the ``causal`` argument, passed positionally)."""
+    return lambda *arrays: (*arrange(*arrays), True)
+
+
 def _shapes_line(X: np.ndarray, weights: Mapping[str, np.ndarray], *rest: str) -> str:
     w = next(iter(weights.values()))
     return "; ".join([f"X: {X.shape}", f"{', '.join(weights)}: {w.shape} each", *rest])
@@ -569,20 +574,23 @@ def _mha_grads(
     num_heads: int,
     G: np.ndarray,
     *,
+    causal: bool = False,
     softmax_backward: str = "right",
 ) -> dict[str, np.ndarray]:
     """Gradients of ``sum(G * MHA(X))``, with the three paths into ``dX`` kept apart.
 
-    ``softmax_backward`` is ``"right"`` or a slip: ``"dS = dA"`` (the softmax skipped)
-    or ``"dS = A * dA"`` (the ``- rowsum`` term forgotten).
+    ``causal`` applies the causal mask. ``softmax_backward`` is ``"right"`` or a slip:
+    ``"dS = dA"`` (the softmax skipped) or ``"dS = A * dA"`` (the ``- rowsum`` term
+    forgotten).
     """
     W = weights
     Q, K, V = (split_heads(X @ W[k], num_heads) for k in ("W_Q", "W_K", "W_V"))  # (h, n, d_k)
-    heads, A = scaled_dot_product_attention(Q, K, V)
+    mask = causal_mask(X.shape[0]) if causal else None
+    heads, A = scaled_dot_product_attention(Q, K, V, mask)
     C = merge_heads(heads)  # (n, d_model)
     dheads = split_heads(G @ W["W_O"].T, num_heads)  # (h, n, d_k)
     if softmax_backward == "right":
-        dQ, dK, dV = attention_backward(Q, K, V, A, dheads)
+        dQ, dK, dV = attention_backward(Q, K, V, A, dheads, mask)
     else:
         scale = 1 / math.sqrt(Q.shape[-1])
         dA = dheads @ V.transpose(0, 2, 1)
@@ -604,16 +612,29 @@ def _mha_grads(
     }
 
 
-def _backward_diagnose(name: str, num_heads: int) -> Diagnose:
+def _backward_diagnose(name: str, num_heads: int, causal: bool = False) -> Diagnose:
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         X, G = case.inputs["X"], case.inputs["grad_output"]
         weights = {k: case.inputs[k] for k in _WEIGHT_NAMES}
         rtol, atol = case.tolerances()
-        right = _mha_grads(X, weights, num_heads, G)
+        right = _mha_grads(X, weights, num_heads, G, causal=causal)
         expected = right[name]
 
         def same(a: np.ndarray) -> bool:
             return a.shape == got.shape and np.allclose(got, a, rtol=rtol, atol=atol)
+
+        if causal and same(_mha_grads(X, weights, num_heads, G)[name]):
+            return [
+                Finding(
+                    "it is the gradient of the layer WITHOUT the causal mask: with "
+                    "causal=True the forward pass hides the later keys, and the backward "
+                    "pass must use those masked weights (a masked weight is 0 and its score "
+                    "gets no gradient)",
+                    "recompute the forward pass with the same mask inside the backward "
+                    "function (S = np.where(mask, S, -np.inf) before the softmax), then "
+                    "dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True)) is 0 where A is 0",
+                )
+            ]
 
         if name.startswith("dW") and same(expected.T):
             return [
@@ -638,7 +659,8 @@ def _backward_diagnose(name: str, num_heads: int) -> Diagnose:
                         )
                     ]
         for slip in ("dS = dA", "dS = A * dA"):
-            if same(_mha_grads(X, weights, num_heads, G, softmax_backward=slip)[name]):
+            slipped = _mha_grads(X, weights, num_heads, G, causal=causal, softmax_backward=slip)
+            if same(slipped[name]):
                 return [
                     Finding(
                         f"it matches the softmax's backward taken as {slip}",
@@ -701,10 +723,11 @@ def check_mha_backward(
     Parameters
     ----------
     fn : callable
-        ``fn(X, W_Q, W_K, W_V, W_O, num_heads, grad_output) -> grads``: for the layer
-        ``Y = MHA(X)`` of :func:`check_multi_head_attention` (self-attention, no
-        biases, no mask) and ``L = sum(grad_output * Y)``, so that ``dL/dY =
-        grad_output`` of shape ``(n, d_model)``, returns a dict with the gradients
+        ``fn(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal=False) -> grads``:
+        for the layer ``Y = MHA(X)`` of :func:`check_multi_head_attention`
+        (self-attention, no biases, with the causal mask when ``causal`` is true) and
+        ``L = sum(grad_output * Y)``, so that ``dL/dY = grad_output`` of shape
+        ``(n, d_model)``, returns a dict with the gradients
         named in ``wrt``: ``"dW_Q"``, ``"dW_K"``, ``"dW_V"``, ``"dW_O"`` of shape
         ``(d_model, d_model)`` and ``"dX"`` of shape ``(n, d_model)``, the *total*
         gradient with respect to ``X`` (through ``Q``, ``K`` and ``V``). A tuple in the
@@ -715,8 +738,11 @@ def check_mha_backward(
     Returns
     -------
     CheckReport
-        Truthy iff every gradient matches, in two layouts (2 heads and 1 head). The
-        report recognises a transposed weight gradient, gradients swapped between
+        Truthy iff every gradient matches, in three layouts (2 heads, 1 head, and 2
+        heads with ``causal=True``, passed positionally after ``grad_output``, so a
+        function without ``causal`` fails only that one). The report recognises a
+        backward pass that ignores the causal mask, a transposed weight gradient,
+        gradients swapped between
         weights, ``dX`` missing the path through ``Q``, ``K`` or ``V``, the softmax's
         backward taken as ``dS = dA`` or ``dS = A * dA``, a flipped sign, a missing or
         doubled ``1/sqrt(d_k)``, and any other constant factor.
@@ -730,14 +756,18 @@ def check_mha_backward(
     --------
     >>> from helpers import multi_head_attention_backward
     >>> from helpers.checks import check_mha_backward
-    >>> def grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output):
-    ...     g = multi_head_attention_backward(X, X, W_Q, W_K, W_V, W_O, num_heads, grad_output)
+    >>> from helpers import causal_mask
+    >>> def grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal=False):
+    ...     mask = causal_mask(len(X)) if causal else None
+    ...     g = multi_head_attention_backward(
+    ...         X, X, W_Q, W_K, W_V, W_O, num_heads, grad_output, mask=mask
+    ...     )
     ...     return {**g, "dX": g["dX_q"] + g["dX_kv"]}
     >>> check_mha_backward(grads, wrt=("dW_O", "dX"))
-    check_mha_backward(grads): All 4 checks passed: dW_O (2 heads), dX (2 heads), dW_O (1
-        head), dX (1 head).
-    >>> def only_query_path(X, W_Q, W_K, W_V, W_O, num_heads, grad_output):
-    ...     g = multi_head_attention_backward(X, X, W_Q, W_K, W_V, W_O, num_heads, grad_output)
+    check_mha_backward(grads): All 6 checks passed: dW_O (2 heads), dX (2 heads), dW_O (1
+        head), dX (1 head), dW_O (2 heads, causal), dX (2 heads, causal).
+    >>> def only_query_path(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal=False):
+    ...     g = grads(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal)
     ...     return {**g, "dX": g["dX_q"]}  # forgets that X also makes K and V
     >>> print(check_mha_backward(only_query_path, wrt=("dX",)).failures[0].problem)
     only the path(s) through Q are included; the path(s) through K, V are missing
@@ -746,17 +776,24 @@ def check_mha_backward(
     unknown = [w for w in wrt if w not in _GRAD_NAMES]
     if unknown or not wrt:
         raise ValueError(f"wrt must name some of {', '.join(_GRAD_NAMES)}; got {wrt!r}")
-    layouts = (("2 heads", 20, 4, 6, 2), ("1 head", 21, 3, 4, 1))
+    layouts = (
+        ("2 heads", 20, 4, 6, 2, False),
+        ("1 head", 21, 3, 4, 1, False),
+        ("2 heads, causal", 22, 4, 6, 2, True),
+    )
     hint = (
         "backwards through output = C @ W_O (dW_O = C^T G, dC = G W_O^T), the heads "
         "(softmax backward per head, dQ_i and dK_i scaled by 1/sqrt(d_k)) and the "
         "projections (dW_Q = X^T dQ, ..., dX = dQ W_Q^T + dK W_K^T + dV W_V^T)"
     )
     specs = []
-    for label, seed, n, d_model, h in layouts:
+    for label, seed, n, d_model, h, causal in layouts:
         X, weights = _random_layer(seed, n, d_model)
         G = np.random.default_rng(seed + 100).normal(size=(n, d_model))
-        right = _mha_grads(X, weights, h, G)
+        right = _mha_grads(X, weights, h, G, causal=causal)
+        arrange = _heads_before_last(h)
+        if causal:
+            arrange = _then_true(arrange)
         for name in wrt:
             specs.append(
                 _Spec(
@@ -764,11 +801,17 @@ def check_mha_backward(
                         f"{name} ({label})",
                         {"X": X, **weights, "grad_output": G},
                         right[name],
-                        hint,
+                        f"{hint}; with causal=True: {_CAUSAL_FORMULA}" if causal else hint,
                     ),
-                    _heads_before_last(h),
-                    _shapes_line(X, weights, f"num_heads = {h}", f"grad_output: {G.shape}"),
-                    _backward_diagnose(name, h),
+                    arrange,
+                    _shapes_line(
+                        X,
+                        weights,
+                        f"num_heads = {h}",
+                        f"grad_output: {G.shape}",
+                        f"causal = {causal}",
+                    ),
+                    _backward_diagnose(name, h, causal),
                     _pick(name, wrt),
                 )
             )
