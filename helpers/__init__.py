@@ -39,6 +39,15 @@ from helpers.multihead import (
     multi_head_attention_backward,
     split_heads,
 )
+from helpers.positional import (
+    alibi_bias,
+    alibi_slopes,
+    rope,
+    rope_frequencies,
+    rotate_pairs,
+    sinusoidal_encoding,
+    sinusoidal_shift,
+)
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
 from helpers.transformer import (
     Adam,
@@ -64,6 +73,8 @@ __all__ = [
     "Explorer",
     "KVCache",
     "Param",
+    "alibi_bias",
+    "alibi_slopes",
     "attention_backward",
     "attention_decoder",
     "bert_forward",
@@ -109,9 +120,14 @@ __all__ = [
     "padding_mask",
     "relu",
     "rms_norm",
+    "rope",
+    "rope_frequencies",
+    "rotate_pairs",
     "router_z_loss",
     "sample_next_token",
     "scaled_dot_product_attention",
+    "sinusoidal_encoding",
+    "sinusoidal_shift",
     "softmax",
     "softmax_jacobian",
     "split_heads",

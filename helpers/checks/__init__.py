@@ -60,6 +60,13 @@ from helpers.checks.multihead import (
     check_mha_parameter_count,
     check_multi_head_attention,
 )
+from helpers.checks.positional import (
+    check_alibi_slopes,
+    check_rope,
+    check_rope_layout_conversion,
+    check_sinusoidal_encoding,
+    check_sinusoidal_shift,
+)
 from helpers.checks.softmax import (
     check_entropy,
     check_log_softmax,
@@ -77,6 +84,7 @@ __all__ = [
     "CaseResult",
     "CheckReport",
     "Finding",
+    "check_alibi_slopes",
     "check_attention",
     "check_attention_grad",
     "check_causal_mask",
@@ -90,6 +98,10 @@ __all__ = [
     "check_mlm_corruption",
     "check_multi_head_attention",
     "check_next_token_distribution",
+    "check_rope",
+    "check_rope_layout_conversion",
+    "check_sinusoidal_encoding",
+    "check_sinusoidal_shift",
     "check_softmax",
     "check_softmax_jacobian",
     "check_top_k_gating",

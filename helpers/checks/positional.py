@@ -1,0 +1,723 @@
+"""Self-checks of chapter 4 (positional encodings), built on :mod:`helpers.checks.core`.
+
+Each check calls the reader's function on a few chosen inputs and compares with
+:mod:`helpers.positional`. When an answer is wrong, the diagnosis recomputes the answer
+with each usual slip (and pairs of them: a layout and a frequency slip often come
+together) and names the ones that reproduce the reader's numbers: the concatenated
+layout, sine and cosine swapped, a missing factor 2 in the exponent, the column index
+in the exponent, a rotation the wrong way, pairs (i, i + d/2) instead of (2i, 2i + 1),
+the power-of-two slope formula applied to any number of heads, ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from helpers.checks.core import Case, CheckReport, Diagnose, Finding
+from helpers.checks.multihead import _append, _run, _Spec
+from helpers.positional import (
+    alibi_slopes,
+    rope,
+    sinusoidal_encoding,
+    sinusoidal_shift,
+)
+
+__all__ = [
+    "check_alibi_slopes",
+    "check_rope",
+    "check_rope_layout_conversion",
+    "check_sinusoidal_encoding",
+    "check_sinusoidal_shift",
+]
+
+# A slip is recognised when the reader's answer equals what it produces this closely
+# (float64 answers of different slips differ by far more on the cases below).
+_SLIP_RTOL, _SLIP_ATOL = 1e-6, 1e-9
+
+Variant = Mapping[str, str]
+
+
+def _recognise(
+    got: np.ndarray,
+    slips: Mapping[str, Sequence[str]],
+    answer: Callable[[Variant], np.ndarray],
+    text: Callable[[str, str], Finding],
+    *,
+    max_slips: int = 3,
+) -> list[Finding]:
+    """The findings of the fewest slips whose answer equals ``got``, or [].
+
+    ``slips`` maps each kind of slip to its variants, the right one first; ``answer``
+    computes the answer with the given variants (the right one where not named).
+    """
+    kinds = list(slips)
+    with np.errstate(all="ignore"):
+        for size in range(1, max_slips + 1):
+            for chosen in itertools.combinations(kinds, size):
+                for variants in itertools.product(*(slips[k][1:] for k in chosen)):
+                    variant = dict(zip(chosen, variants, strict=True))
+                    candidate = answer(variant)
+                    if candidate.shape == got.shape and np.allclose(
+                        got, candidate, rtol=_SLIP_RTOL, atol=_SLIP_ATOL
+                    ):
+                        return [text(k, v) for k, v in variant.items()]
+    return []
+
+
+def _with_hint(report: CheckReport, problem_contains: str, hint: str) -> CheckReport:
+    """Replace the hint of every failure whose problem mentions ``problem_contains``."""
+    results = tuple(
+        dataclasses.replace(r, hint=hint) if problem_contains in r.problem else r
+        for r in report.results
+    )
+    return dataclasses.replace(report, results=results)
+
+
+def _evens_then_odds(d: int) -> np.ndarray:
+    """Column order that turns pairs (2i, 2i + 1) into pairs (i, i + d/2)."""
+    return np.r_[0:d:2, 1:d:2]
+
+
+# ---------------------------------------------------------------------------
+# check_sinusoidal_encoding
+# ---------------------------------------------------------------------------
+
+_PE_SLIPS: dict[str, tuple[str, ...]] = {
+    "layout": ("interleaved", "concatenated", "cos first"),
+    "exponent": ("2i/d", "i/d", "j/d", "+2i/d", "i/(d/2-1)"),
+    "positions": ("from 0", "from 1"),
+}
+
+_PE_FORMULA = (
+    "PE[p, 2i] = sin(p / 10000**(2i/d_model)) and PE[p, 2i+1] = cos(p / 10000**(2i/d_model)) "
+    "for p = 0, ..., n-1 and i = 0, ..., d_model/2 - 1"
+)
+
+
+def _pe_variant(n: int, d: int, variant: Variant) -> np.ndarray:
+    choice = {k: variant.get(k, v[0]) for k, v in _PE_SLIPS.items()}
+    i = np.arange(d // 2)
+    exponent = {
+        "2i/d": -2 * i / d,
+        "i/d": -i / d,
+        "+2i/d": 2 * i / d,
+        "i/(d/2-1)": -i / max(d // 2 - 1, 1),
+    }
+    p = np.arange(n, dtype=np.float64)[:, None] + (1 if choice["positions"] == "from 1" else 0)
+    if choice["exponent"] == "j/d":  # the column index j in the exponent, for sin and cos
+        sin = np.sin(p * 10000.0 ** (-2 * i / d))
+        cos = np.cos(p * 10000.0 ** (-(2 * i + 1) / d))
+    else:
+        angle = p * 10000.0 ** exponent[choice["exponent"]]
+        sin, cos = np.sin(angle), np.cos(angle)
+    PE = np.empty((n, d))
+    if choice["layout"] == "concatenated":
+        PE[:, : d // 2], PE[:, d // 2 :] = sin, cos
+    elif choice["layout"] == "cos first":
+        PE[:, 0::2], PE[:, 1::2] = cos, sin
+    else:
+        PE[:, 0::2], PE[:, 1::2] = sin, cos
+    return PE
+
+
+def _pe_text(kind: str, variant: str) -> Finding:
+    texts = {
+        ("layout", "concatenated"): (
+            "the sines and cosines are concatenated (all sines, then all cosines), the layout "
+            "of some libraries; this book's layout interleaves them",
+            "put sin(p w_i) in column 2i and cos(p w_i) in column 2i+1: PE[:, 0::2] = sin, "
+            "PE[:, 1::2] = cos",
+        ),
+        ("layout", "cos first"): (
+            "sine and cosine are swapped: the cosines are in the even columns",
+            "column 2i holds the sine and column 2i+1 the cosine of the same angle",
+        ),
+        ("exponent", "i/d"): (
+            "the exponent is -i/d_model, the factor 2 is missing: the frequencies reach "
+            "only 10000**-0.5 instead of nearly 1/10000",
+            "w_i = 10000**(-2i/d_model) with i = 0, ..., d_model/2 - 1 the pair index",
+        ),
+        ("exponent", "j/d"): (
+            "the exponent uses the column index j (10000**(-j/d_model)), so the cosine of a "
+            "pair has a different frequency from its sine",
+            "sin and cos of pair i share one frequency, 10000**(-2i/d_model): in column "
+            "j use 2 * (j // 2), not j",
+        ),
+        ("exponent", "+2i/d"): (
+            "the exponent has the wrong sign: p * 10000**(2i/d_model) instead of "
+            "p / 10000**(2i/d_model), so the frequencies grow instead of falling",
+            "w_i = 1 / 10000**(2i/d_model) = 10000**(-2i/d_model)",
+        ),
+        ("exponent", "i/(d/2-1)"): (
+            "the frequencies are spaced as 10000**(-i/(d_model/2 - 1)) (tensor2tensor and "
+            "fairseq code) rather than by the paper's 10000**(-2i/d_model)",
+            "w_i = 10000**(-2i/d_model): the slowest frequency is 10000**(-(d_model-2)/d_model)",
+        ),
+        ("positions", "from 1"): (
+            "the positions start at 1: row 0 must be position 0 (sin 0 = 0, cos 0 = 1)",
+            "p = np.arange(n), from 0",
+        ),
+    }
+    return Finding(*texts[kind, variant])
+
+
+def _pe_diagnose(n: int, d: int) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        return _recognise(got, _PE_SLIPS, lambda v: _pe_variant(n, d, v), _pe_text)
+
+    return diagnose
+
+
+def check_sinusoidal_encoding(fn: Callable[[int, int], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's sinusoidal position encoding (the interleaved layout).
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(n, d_model) -> PE`` of shape ``(n, d_model)``, called with Python ints:
+        ``PE[p, 2i] = sin(p w_i)``, ``PE[p, 2i+1] = cos(p w_i)``,
+        ``w_i = 10000 ** (-2i / d_model)``, positions ``p = 0, ..., n - 1``.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches :func:`helpers.sinusoidal_encoding`. The report
+        recognises the concatenated layout, sine and cosine swapped, the exponent
+        ``-i/d_model`` (no 2), the column index in the exponent, a positive exponent,
+        tensor2tensor's spacing and positions from 1, alone or combined.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_sinusoidal_encoding
+    >>> def concatenated(n, d_model):
+    ...     w = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
+    ...     angles = np.arange(n)[:, None] * w
+    ...     return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+    >>> report = check_sinusoidal_encoding(concatenated)
+    >>> bool(report), report.failures[0].problem.split(" (")[0]
+    (False, 'the sines and cosines are concatenated')
+    """
+    layouts = [
+        ("n = 6, d_model = 8", 6, 8),
+        ("n = 50, d_model = 16", 50, 16),
+        ("a single pair, d_model = 2", 5, 2),
+        ("d_model = 128", 4, 128),
+    ]
+    specs = [
+        _Spec(
+            Case(name, {}, sinusoidal_encoding(n, d), _PE_FORMULA),
+            _append(n, d),
+            f"n = {n}, d_model = {d}",
+            _pe_diagnose(n, d),
+        )
+        for name, n, d in layouts
+    ]
+    return _run(fn, "check_sinusoidal_encoding", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_sinusoidal_shift
+# ---------------------------------------------------------------------------
+
+_SHIFT_SLIPS: dict[str, tuple[str, ...]] = {
+    "direction": ("+k", "-k"),
+    "pairs": ("(2i, 2i+1)", "(i, i+d/2)"),
+    "angle": ("k w_i", "w_i", "k w_i (no 2)"),
+}
+
+_SHIFT_FORMULA = (
+    "R is block diagonal; the block of pair i (rows and columns 2i, 2i+1) is "
+    "[[cos(k w_i), -sin(k w_i)], [sin(k w_i), cos(k w_i)]], w_i = 10000**(-2i/d_model), so "
+    "that [sin(a+b), cos(a+b)] = [sin a, cos a] @ block"
+)
+
+
+def _shift_variant(k: float, d: int, variant: Variant) -> np.ndarray:
+    choice = {key: variant.get(key, v[0]) for key, v in _SHIFT_SLIPS.items()}
+    sign = -1.0 if choice["direction"] == "-k" else 1.0
+    if choice["angle"] == "w_i":
+        R = sinusoidal_shift(sign, d)
+    elif choice["angle"] == "k w_i (no 2)":
+        R = sinusoidal_shift(sign * k, d, base=10000.0**0.5)  # w_i = 10000**(-i/d)
+    else:
+        R = sinusoidal_shift(sign * k, d)
+    if choice["pairs"] == "(i, i+d/2)":
+        order = _evens_then_odds(d)  # coordinate i -> 2i, i + d/2 -> 2i + 1
+        R = R[np.ix_(order, order)]
+    return R
+
+
+def _shift_text(kind: str, variant: str) -> Finding:
+    texts = {
+        ("direction", "-k"): (
+            "this is R(-k) = R(k)^T: it moves PE[p] back to PE[p - k]. Written for column "
+            "vectors, PE_{p+k} = T_k PE_p, the matrix is the transpose of the one for rows",
+            "with rows, PE[p + k] = PE[p] @ R: in each 2 x 2 block -sin is above the "
+            "diagonal, [[cos, -sin], [sin, cos]]",
+        ),
+        ("pairs", "(i, i+d/2)"): (
+            "the blocks couple coordinates i and i + d_model/2, the concatenated layout; "
+            "here sin and cos of pair i are in columns 2i and 2i+1",
+            "put the 2 x 2 block of pair i at rows and columns 2i, 2i+1",
+        ),
+        ("angle", "w_i"): (
+            "every block rotates by w_i, a shift of one position, whatever k is",
+            "the angle of pair i is k * w_i",
+        ),
+        ("angle", "k w_i (no 2)"): (
+            "the frequencies are 10000**(-i/d_model): the factor 2 in the exponent is missing",
+            "w_i = 10000**(-2i/d_model), i the pair index",
+        ),
+    }
+    return Finding(*texts[kind, variant])
+
+
+def _shift_diagnose(k: float, d: int) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        return _recognise(got, _SHIFT_SLIPS, lambda v: _shift_variant(k, d, v), _shift_text)
+
+    return diagnose
+
+
+def check_sinusoidal_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's shift matrix of the sinusoidal encoding.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(k, d_model) -> R`` of shape ``(d_model, d_model)``, called with Python ints,
+        such that ``PE[p + k] = PE[p] @ R`` for the encoding of
+        :func:`check_sinusoidal_encoding` (rows, interleaved layout), every ``p``.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches :func:`helpers.sinusoidal_shift`. The report
+        recognises the transposed matrix (which shifts by ``-k``), blocks on the pairs
+        of the concatenated layout, an angle not multiplied by ``k``, and a missing 2
+        in the exponent.
+
+    Examples
+    --------
+    >>> from helpers import sinusoidal_shift
+    >>> from helpers.checks import check_sinusoidal_shift
+    >>> check_sinusoidal_shift(lambda k, d_model: sinusoidal_shift(k, d_model)).passed
+    True
+    >>> wrong = check_sinusoidal_shift(lambda k, d_model: sinusoidal_shift(k, d_model).T)
+    >>> wrong.failures[0].problem.split(":")[0]
+    'this is R(-k) = R(k)^T'
+    """
+    layouts = [
+        ("k = 1, d_model = 4", 1, 4),
+        ("k = 5, d_model = 8", 5, 8),
+        ("a shift back, k = -3, d_model = 6", -3, 6),
+        ("no shift, k = 0", 0, 4),
+        ("a long shift, k = 250, d_model = 16", 250, 16),
+    ]
+    specs = [
+        _Spec(
+            Case(name, {}, sinusoidal_shift(k, d), _SHIFT_FORMULA),
+            _append(k, d),
+            f"k = {k}, d_model = {d}",
+            _shift_diagnose(k, d),
+        )
+        for name, k, d in layouts
+    ]
+    return _run(fn, "check_sinusoidal_shift", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_rope
+# ---------------------------------------------------------------------------
+
+_ROPE_SLIPS: dict[str, tuple[str, ...]] = {
+    "pairs": ("interleaved", "half"),
+    "direction": ("counterclockwise", "clockwise"),
+    "frequency": ("2i/d", "i/d", "j/d"),
+    "positions": ("given", "0..n-1"),
+}
+
+_ROPE_FORMULA = (
+    "for each row t and pair i, (a, b) = (x[t, 2i], x[t, 2i+1]) becomes (a cos f - b sin f, "
+    "a sin f + b cos f) with f = positions[t] * 10000**(-2i/d)"
+)
+
+_ROPE_IN_PLACE_HINT = (
+    "x[..., 0::2] = ... overwrites the caller's array, and the second coordinate of each "
+    "pair is then computed from the already rotated first one: compute both from the "
+    "original into a new array, e.g. out = np.empty_like(x)"
+)
+
+
+def _rope_variant(x: np.ndarray, positions: np.ndarray, variant: Variant) -> np.ndarray:
+    choice = {key: variant.get(key, v[0]) for key, v in _ROPE_SLIPS.items()}
+    x = x.astype(np.float64)
+    n, d = x.shape[-2:]
+    pos = np.arange(n, dtype=np.float64) if choice["positions"] == "0..n-1" else positions
+    pos = pos.astype(np.float64)
+    sign = -1.0 if choice["direction"] == "clockwise" else 1.0
+    i = np.arange(d // 2)
+    if choice["frequency"] == "j/d":  # a frequency per coordinate: not a rotation
+        a = x[..., 0::2] if choice["pairs"] == "interleaved" else x[..., : d // 2]
+        b = x[..., 1::2] if choice["pairs"] == "interleaved" else x[..., d // 2 :]
+        j_a, j_b = (2 * i, 2 * i + 1) if choice["pairs"] == "interleaved" else (i, i + d // 2)
+        fa = sign * pos[:, None] * 10000.0 ** (-j_a / d)
+        fb = sign * pos[:, None] * 10000.0 ** (-j_b / d)
+        first = a * np.cos(fa) - b * np.sin(fa)
+        second = a * np.sin(fb) + b * np.cos(fb)
+        out = np.empty_like(x)
+        if choice["pairs"] == "interleaved":
+            out[..., 0::2], out[..., 1::2] = first, second
+        else:
+            out[..., : d // 2], out[..., d // 2 :] = first, second
+        return out
+    base = 10000.0 if choice["frequency"] == "2i/d" else 10000.0**0.5
+    layout = "interleaved" if choice["pairs"] == "interleaved" else "half"
+    return rope(x, sign * pos, base=base, layout=layout)
+
+
+def _rope_text(kind: str, variant: str) -> Finding:
+    texts = {
+        ("pairs", "half"): (
+            "the pairs are (i, i + d/2), Hugging Face's rotate_half layout; this exercise "
+            "rotates the interleaved pairs (2i, 2i+1)",
+            "take a = x[..., 0::2], b = x[..., 1::2] and write the results back to the "
+            "same columns",
+        ),
+        ("direction", "clockwise"): (
+            "every pair is rotated the wrong way (by -positions[t] * w_i)",
+            "(a, b) -> (a cos f - b sin f, a sin f + b cos f): the minus sign goes with b "
+            "in the first coordinate",
+        ),
+        ("frequency", "i/d"): (
+            "the frequencies are 10000**(-i/d): the factor 2 in the exponent is missing",
+            "w_i = 10000**(-2i/d) with i = 0, ..., d/2 - 1 the pair index",
+        ),
+        ("frequency", "j/d"): (
+            "the two coordinates of a pair use different angles (the exponent uses the "
+            "coordinate index), so the map is not a rotation",
+            "one angle per pair: f_i = positions[t] * 10000**(-2i/d)",
+        ),
+        ("positions", "0..n-1"): (
+            "the positions argument is ignored: row t is rotated as if at position t",
+            "use positions[t], which need not be 0, 1, ..., n-1 (a cached decoder, shifted "
+            "or interpolated positions)",
+        ),
+    }
+    return Finding(*texts[kind, variant])
+
+
+def _rope_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    x, positions = np.asarray(case.inputs["x"]), np.asarray(case.inputs["positions"])
+    return _recognise(got, _ROPE_SLIPS, lambda v: _rope_variant(x, positions, v), _rope_text)
+
+
+def check_rope(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's RoPE in the interleaved layout.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(x, positions) -> rotated`` with ``x`` of shape ``(..., n, d)`` (``d`` even)
+        and ``positions`` of shape ``(n,)``: pair ``(x[..., t, 2i], x[..., t, 2i+1])`` is
+        rotated counterclockwise by ``positions[t] * 10000 ** (-2i / d)``. Same shape
+        and dtype as ``x``; ``x`` itself must not change.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches :func:`helpers.rope`. The report recognises the
+        rotate-half layout, a rotation the wrong way, a missing 2 in the exponent,
+        coordinate-wise frequencies, ignored positions, and a rotation in place.
+
+    Examples
+    --------
+    >>> from helpers import rope
+    >>> from helpers.checks import check_rope
+    >>> check_rope(rope).passed
+    True
+    >>> half = check_rope(lambda x, positions: rope(x, positions, layout="half"))
+    >>> half.failures[0].problem.split(",")[0]
+    'the pairs are (i'
+    """
+    rng = np.random.default_rng(4)
+    layouts = [
+        ("5 positions, d = 4", rng.normal(size=(5, 4)), np.arange(5)),
+        ("positions 0, 7, 100; d = 8", rng.normal(size=(3, 8)), np.array([0, 7, 100])),
+        ("two heads, x of shape (2, 6, 8)", rng.normal(size=(2, 6, 8)), np.arange(10, 16)),
+        ("a single pair, d = 2", rng.normal(size=(4, 2)), np.array([0, 1, 2, 3])),
+        (
+            "float32 input",
+            rng.normal(size=(3, 6)).astype(np.float32),
+            np.array([1, 2, 3]),
+        ),
+    ]
+    specs = [
+        _Spec(
+            Case(name, {"x": x, "positions": p}, rope(x.astype(np.float64), p), _ROPE_FORMULA),
+            lambda *arrays: arrays,
+            f"x: {x.shape} ({x.dtype}), positions = {list(map(int, p))}",
+            _rope_diagnose,
+        )
+        for name, x, p in layouts
+    ]
+    report = _run(fn, "check_rope", specs)
+    return _with_hint(report, "in place", _ROPE_IN_PLACE_HINT)
+
+
+# ---------------------------------------------------------------------------
+# check_rope_layout_conversion
+# ---------------------------------------------------------------------------
+
+_CONVERSION_SLIPS: dict[str, tuple[str, ...]] = {
+    "axis": ("columns", "rows"),
+    "scope": ("per head", "whole width"),
+    "direction": ("interleaved -> half", "half -> interleaved"),
+}
+
+_CONVERSION_FORMULA = (
+    "column c of W makes output coordinate c (Q = X @ W); within each head of width d_head, "
+    "take the even columns of the head first and then the odd ones: "
+    "W[:, h*d_head + np.r_[0:d_head:2, 1:d_head:2]] for every head h"
+)
+
+
+def _columns_to_half(width: int, num_heads: int, *, scope: str, direction: str) -> np.ndarray:
+    d_head = width // num_heads if scope == "per head" else width
+    within = _evens_then_odds(d_head)
+    if direction == "half -> interleaved":
+        within = np.argsort(within)
+    return np.concatenate([h * d_head + within for h in range(width // d_head)])
+
+
+def _conversion_variant(W: np.ndarray, num_heads: int, variant: Variant) -> np.ndarray:
+    choice = {k: variant.get(k, v[0]) for k, v in _CONVERSION_SLIPS.items()}
+    if choice["axis"] == "rows":
+        order = _columns_to_half(
+            W.shape[0], num_heads, scope=choice["scope"], direction=choice["direction"]
+        )
+        return W[order]
+    order = _columns_to_half(
+        W.shape[1], num_heads, scope=choice["scope"], direction=choice["direction"]
+    )
+    return W[:, order]
+
+
+def _conversion_text(kind: str, variant: str) -> Finding:
+    texts = {
+        ("axis", "rows"): (
+            "the rows of W are permuted; in Q = X @ W the output coordinates are the "
+            "columns (PyTorch's nn.Linear stores W^T, whose rows they are)",
+            "permute the columns: W[:, order]",
+        ),
+        ("scope", "whole width"): (
+            "the permutation runs over the whole width, as if there were one head: RoPE "
+            "acts on each head's d_head coordinates separately",
+            "apply the evens-then-odds order inside each head: h*d_head + np.r_[0:d_head:2, "
+            "1:d_head:2]",
+        ),
+        ("direction", "half -> interleaved"): (
+            "this is the inverse permutation: it converts the half layout to the interleaved one",
+            "the new column j < d_head/2 of a head is its old column 2j, and the new column "
+            "d_head/2 + j its old column 2j + 1",
+        ),
+    }
+    return Finding(*texts[kind, variant])
+
+
+def _conversion_diagnose(num_heads: int) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        W = np.asarray(case.inputs["W"])
+        if np.array_equal(got, W):
+            return [Finding("W is returned unchanged", _CONVERSION_FORMULA)]
+        return _recognise(
+            got,
+            _CONVERSION_SLIPS,
+            lambda v: _conversion_variant(W, num_heads, v),
+            _conversion_text,
+        )
+
+    return diagnose
+
+
+def check_rope_layout_conversion(fn: Callable[[np.ndarray, int], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's conversion of ``W_Q`` (or ``W_K``) between the RoPE layouts.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(W, num_heads) -> W_half``: ``W`` of shape ``(d_model, num_heads * d_head)``
+        was trained with the interleaved RoPE (pairs ``(2i, 2i+1)`` of each head);
+        ``W_half`` gives the same scores with the rotate-half RoPE (pairs
+        ``(i, i + d_head/2)``). It is ``W`` with its columns permuted within each head.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches. The report recognises rows permuted instead of
+        columns, one permutation across all heads, the inverse permutation, and ``W``
+        returned unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_rope_layout_conversion
+    >>> def convert(W, num_heads):
+    ...     d_head = W.shape[1] // num_heads
+    ...     order = np.concatenate(
+    ...         [h * d_head + np.r_[0:d_head:2, 1:d_head:2] for h in range(num_heads)]
+    ...     )
+    ...     return W[:, order]
+    >>> check_rope_layout_conversion(convert).passed
+    True
+    """
+    rng = np.random.default_rng(5)
+    layouts = [
+        ("one head, d_head = 8", (8, 8), 1),
+        ("two heads of width 6", (12, 12), 2),
+        ("three heads of width 8", (24, 24), 3),
+        ("W of shape (10, 12): two heads of width 6", (10, 12), 2),
+    ]
+    specs = []
+    for name, shape, h in layouts:
+        W = rng.normal(size=shape)
+        order = _columns_to_half(shape[1], h, scope="per head", direction="interleaved -> half")
+        specs.append(
+            _Spec(
+                Case(name, {"W": W}, W[:, order], _CONVERSION_FORMULA, rtol=0.0, atol=0.0),
+                _append(h),
+                f"W: {shape}, num_heads = {h}",
+                _conversion_diagnose(h),
+            )
+        )
+    return _run(fn, "check_rope_layout_conversion", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_alibi_slopes
+# ---------------------------------------------------------------------------
+
+_SLOPES_FORMULA = (
+    "for h a power of 2, slope k = 2**(-8k/h), k = 1, ..., h; otherwise, with p the largest "
+    "power of 2 below h, the p slopes for p heads followed by the first h - p of the odd-"
+    "numbered slopes for 2p heads (the 1st, 3rd, 5th, ...)"
+)
+
+
+def _geometric(h: int) -> np.ndarray:
+    return 2.0 ** (-8.0 * np.arange(1, h + 1) / h)
+
+
+def _slope_slips(h: int) -> list[tuple[np.ndarray, Finding]]:
+    p = 1 << (h.bit_length() - 1)
+    right = alibi_slopes(h)
+    upper = p if p == h else 2 * p  # the power of 2 at or above h
+    power_hint = (
+        f"for h = {h}, not a power of 2, take the {p} slopes of {p} heads, then "
+        f"{h - p} more: the 1st, 3rd, 5th, ... slopes of {2 * p} heads"
+    )
+    slips = [
+        (
+            _geometric(h),
+            Finding(
+                f"these are 2**(-8k/h) for k = 1, ..., {h}: the power-of-2 formula, applied "
+                f"to h = {h}, which is not a power of 2",
+                power_hint,
+            ),
+        ),
+        (
+            2.0 ** (-8.0 * np.arange(h) / h),
+            Finding(
+                "the exponents start at k = 0, so the first slope is 1",
+                "slope k = 2**(-8k/h) for k = 1, ..., h: the first is 2**(-8/h)",
+            ),
+        ),
+        (
+            _geometric(upper)[:h],
+            Finding(
+                f"these are the first {h} slopes of {upper} heads",
+                power_hint,
+            ),
+        ),
+        (
+            np.concatenate([_geometric(p), _geometric(2 * p)[1::2][: h - p]]),
+            Finding(
+                f"the extra slopes are the 2nd, 4th, ... of {2 * p} heads, which repeat "
+                f"slopes already used; the rule takes the 1st, 3rd, 5th, ...",
+                power_hint,
+            ),
+        ),
+        (right[::-1], Finding("the slopes are in reverse order", _SLOPES_FORMULA)),
+        (
+            np.sort(right)[::-1],
+            Finding(
+                "the right slopes, sorted: the rule keeps the p power-of-2 slopes first and "
+                "appends the extra ones after them",
+                power_hint,
+            ),
+        ),
+    ]
+    return [(s, f) for s, f in slips if s.shape == right.shape and not np.allclose(s, right)]
+
+
+def _slopes_diagnose(h: int) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        for candidate, finding in _slope_slips(h):
+            if np.allclose(got, candidate, rtol=_SLIP_RTOL, atol=0):
+                return [finding]
+        return []
+
+    return diagnose
+
+
+def check_alibi_slopes(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's ALiBi head slopes.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(h) -> slopes`` of shape ``(h,)``, called with a Python int: the slopes of
+        Press et al. for ``h`` heads, head 1 first.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches :func:`helpers.alibi_slopes` (1, 2, 8, 16, 6, 12,
+        5 and 24 heads). The report recognises the power-of-2 formula applied to any
+        ``h``, exponents from 0, the first ``h`` slopes of the next power of 2, the
+        wrong half of the extra slopes, and the right slopes reversed or sorted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_alibi_slopes
+    >>> def geometric(h):
+    ...     return 2.0 ** (-8.0 * np.arange(1, h + 1) / h)
+    >>> report = check_alibi_slopes(geometric)
+    >>> [r.name for r in report.failures]
+    ['h = 6', 'h = 12', 'h = 5', 'h = 24']
+    """
+    counts = [1, 2, 8, 16, 6, 12, 5, 24]
+    specs = [
+        _Spec(
+            Case(
+                f"h = {h}",
+                {},
+                alibi_slopes(h),
+                _SLOPES_FORMULA,
+                rtol=1e-9,
+                atol=0.0,
+            ),
+            _append(h),
+            f"h = {h}",
+            _slopes_diagnose(h),
+        )
+        for h in counts
+    ]
+    return _run(fn, "check_alibi_slopes", specs)
