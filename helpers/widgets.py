@@ -54,6 +54,9 @@ MAX_FRAMES = 400
 PALETTE_COLORS = 64
 
 _WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+
+#: The sentence under a static explorer in a notebook that has not run (or was reopened).
+RUN_HINT = "Run this cell to make the explorer live: until then its controls do nothing."
 _MEDIANCUT = 0  # PIL.Image.Quantize.MEDIANCUT, as an int for Pillow < 9.1
 _NO_DITHER = 0  # PIL.Image.Dither.NONE
 
@@ -221,10 +224,13 @@ class Param:
 class Explorer:
     """An explorable figure: live ipywidgets controls, plus pre-rendered static frames.
 
-    Display it as the last expression of a cell. Its one output carries three
-    representations: ``text/plain`` (a summary), ``text/html`` (the static explorer,
-    wired by ``book/_static/explorer.js``) and the ipywidgets view, which live
-    front-ends prefer. The book's HTML build is configured to prefer ``text/html``.
+    Display it as the last expression of a cell. It makes two outputs: first
+    ``text/plain`` (a summary) and ``text/html`` (the static explorer, wired by
+    ``book/_static/explorer.js`` on the site, with a sentence asking Jupyter and Colab
+    readers to run the cell), then the ipywidgets view, which live front-ends show and
+    which hides the static copy while it is displayed. A notebook saved and reopened
+    without its kernel still shows the static explorer. The book's HTML build is
+    configured to prefer ``text/html``.
 
     Parameters
     ----------
@@ -470,7 +476,12 @@ class Explorer:
         width, height = self._canvas.get_width_height()
         esc = html.escape
         label = f' aria-label="{esc(self.description)}"' if self.description else ""
-        parts = [f'<div class="explorer" role="group"{label}>']
+        # The wrapper's class lets the live view hide this copy (see _build_widget).
+        self._static_class = f"{uid}-static"
+        parts = [
+            f'<div class="{self._static_class}">',
+            f'<div class="explorer" role="group"{label}>',
+        ]
         if self.params:
             parts.append('<form class="explorer-controls" autocomplete="off">')
             for k, p in enumerate(self.params):
@@ -483,7 +494,11 @@ class Explorer:
             f'<figcaption class="explorer-caption" aria-live="polite">{esc(text)}</figcaption>'
             "</figure>"
         )
+        # Shown in Jupyter and Colab before the cell runs (and after a saved notebook is
+        # reopened); the site hides it (explorer.css), where explorer.js wires the controls.
+        parts.append(f'<p class="explorer-hint"><em>{esc(RUN_HINT)}</em></p>')
         parts.append(f'<script type="application/json" class="explorer-data">{blob}</script>')
+        parts.append("</div>")
         parts.append("</div>")
         return "\n".join(parts)
 
@@ -571,7 +586,12 @@ class Explorer:
         self._caption = w.Label(value=text or "")
         for control in controls.values():
             control.observe(self._on_change, names="value")
-        return w.VBox([*controls.values(), self.image, self._caption])
+        # While the live view is on the page it hides the static copy displayed beside it
+        # (see _ipython_display_); a <style> set as an HTML widget's value applies to the
+        # page (JupyterLab) or to the cell's output frame (Colab).
+        self.static_html()
+        hide = w.HTML(value=f"<style>.{self._static_class} {{ display: none !important; }}</style>")
+        return w.VBox([*controls.values(), self.image, self._caption, hide])
 
     def _current_values(self) -> dict[str, Any]:
         return {name: control.value for name, control in self.controls.items()}
@@ -647,6 +667,24 @@ class Explorer:
         parts = [f"{p.label} ({len(p)} values)" for p in self.params] or ["no parameters"]
         live = f"; live only: {', '.join(self.live_controls)}" if self.live_controls else ""
         return f"Explorer: {' × '.join(parts)}{live}; static frames: {len(frames)} unique"
+
+    def _ipython_display_(self) -> None:
+        """Display two outputs: the static explorer, then the live widget.
+
+        A saved notebook keeps both. Reopened without its kernel (or opened before the
+        cell ever ran, as the book's notebooks are stored), the widget's model is gone:
+        JupyterLab then shows an error in place of the widget, so the static explorer,
+        with its sentence asking to run the cell, is a separate output that the live view
+        hides only while it is displayed. The widget's output also carries an empty
+        ``text/html``, which the static site (that never shows widgets) renders as nothing.
+        """
+        from IPython.display import display
+
+        bundle = self._repr_mimebundle_()
+        view = bundle.pop(_WIDGET_VIEW_MIME, None)
+        display(bundle, raw=True)
+        if view is not None:
+            display({_WIDGET_VIEW_MIME: view, "text/html": ""}, raw=True)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle: dict[str, Any] = {"text/plain": repr(self), "text/html": self.static_html()}

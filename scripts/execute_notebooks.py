@@ -46,9 +46,11 @@ def coalesce_streams(outputs: list) -> list:
 def clean(nb: nbformat.NotebookNode) -> None:
     """Drop what changes from run to run but carries no content.
 
-    A live widget's model id is a random identifier of a kernel-side object that is gone
-    once the kernel stops; the stored copy is replaced by a fixed one, so re-executing an
-    unchanged notebook leaves the file unchanged.
+    A live widget's view names a kernel-side model (a random id) that is gone once the
+    kernel stops, so it is not stored: an explorer's widget output keeps only its empty
+    text/html, and the static explorer output beside it is what a reader sees before
+    running the cell, in Jupyter, Colab and on the site. Re-executing an unchanged
+    notebook leaves the file unchanged.
     """
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
@@ -57,9 +59,7 @@ def clean(nb: nbformat.NotebookNode) -> None:
             cell.outputs = coalesce_streams(cell.get("outputs", []))
             for output in cell.outputs:
                 output.get("metadata", {}).pop("execution", None)
-                view = output.get("data", {}).get(WIDGET_VIEW)
-                if view is not None:
-                    view["model_id"] = "stored-output-no-live-model"
+                output.get("data", {}).pop(WIDGET_VIEW, None)
 
 
 def execute(path: Path) -> float:

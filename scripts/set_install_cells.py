@@ -2,6 +2,7 @@
 
 Run after changing `repository` in _config.yml: the install cell must name the repository
 literally (it runs before anything is installed), and tests/test_repository.py checks it.
+Then run `make edition`: the Colab edition copies the install cells.
 """
 
 from __future__ import annotations

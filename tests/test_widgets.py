@@ -6,6 +6,7 @@ import json
 import math
 import struct
 from html.parser import HTMLParser
+from pathlib import Path
 
 import ipywidgets
 import numpy as np
@@ -114,11 +115,37 @@ def test_mimebundle_has_text_html_and_widget_view():
     assert bundle["text/plain"] == "Explorer: τ (5 values); static frames: 5 unique"
 
 
-def test_ipython_display_formatter_uses_the_bundle():
+def test_display_shows_the_static_explorer_then_the_live_one():
+    """Two outputs: a saved notebook reopened without its kernel (where the widget's
+    model is gone) still shows the static explorer and the sentence asking to run it."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
     ex = softmax_explorer()
-    data, _ = DisplayFormatter().format(ex)
-    assert {"text/plain", "text/html", WIDGET_MIME} <= set(data)
-    assert data["text/html"] == ex.static_html()
+    with capture_output() as captured:
+        display(ex)
+    static, live = (o.data for o in captured.outputs)
+    assert static == {"text/plain": repr(ex), "text/html": ex.static_html()}
+    assert live == {WIDGET_MIME: ex._repr_mimebundle_()[WIDGET_MIME], "text/html": ""}
+    assert DisplayFormatter().format(ex) == ({}, {})  # IPython displays it itself
+
+
+def test_static_view_asks_to_run_the_cell_and_the_live_view_hides_it():
+    from helpers.widgets import RUN_HINT
+
+    ex = softmax_explorer()
+    tree = Tree(ex.static_html())
+    wrapper, root = tree.find("div")[:2]
+    static_class = wrapper["class"]
+    assert static_class.endswith("-static") and root["class"] == "explorer"
+    assert RUN_HINT in ex.static_html() and "Run this cell" in RUN_HINT
+    style = ex.widget.children[-1]
+    assert isinstance(style, ipywidgets.HTML)
+    assert style.value == f"<style>.{static_class} {{ display: none !important; }}</style>"
+    css = (Path(__file__).parent.parent / "book" / "_static" / "explorer.css").read_text()
+    assert ".explorer-hint {\n  display: none;\n}" in css  # the site has no cell to run
 
 
 def test_text_plain_names_every_parameter_and_live_control():

@@ -8,6 +8,11 @@
   ``<div role="list">``. ARIA 1.3 deprecates that role, and axe-core then finds no list
   items in the list (a critical violation, aria-required-children). Entries become
   ``role="listitem"``, which is what they are.
+- The Colab and Binder buttons of a chapter open its Colab edition,
+  editions/colab/NN_topic.ipynb (scripts/colab_edition.py), where the MyST markup is
+  rendered as plain Jupyter markdown, instead of the chapter's source notebook. The
+  theme builds each launch URL from the page's path in the repository; that path is
+  replaced here, after the theme (priority 501) made the buttons.
 """
 
 from __future__ import annotations
@@ -37,7 +42,27 @@ def _biblioentries_as_list_items(app, pagename, templatename, context, doctree):
         context["body"] = body.replace('role="doc-biblioentry"', 'role="listitem"')
 
 
+COLAB_EDITION = "editions/colab"
+
+
+def _launch_colab_edition(app, pagename, templatename, context, doctree):
+    source = f"{pagename}.ipynb"
+    if not pagename.startswith("notebooks/") or not app.env.doc2path(pagename).endswith(".ipynb"):
+        return
+    edition = f"{COLAB_EDITION}/{pagename.removeprefix('notebooks/')}.ipynb"
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group.get("buttons", []):
+            url = button.get("url", "")
+            if button.get("text") in ("Colab", "Binder"):
+                if not url.endswith(source):
+                    raise ValueError(f"{pagename}: unexpected {button['text']} URL {url}")
+                button["url"] = url.removesuffix(source) + edition
+
+
 def setup(app):
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _biblioentries_as_list_items, priority=900)
+    app.connect("html-page-context", _launch_colab_edition, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

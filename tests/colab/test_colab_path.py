@@ -4,8 +4,9 @@ A fresh Python 3.13 virtual environment gets exactly the versions of Colab's run
 (its published pip freeze, August 2026) for the packages the book uses. The helpers
 package is installed from a clean clone of this repository's HEAD the way each chapter's
 install cell does it (`pip install "attention-book-helpers @ git+URL@REF"`, here with the
-local clone's URL and HEAD's commit), every chapter notebook at HEAD is copied into an empty
-temporary directory, and executed there.
+local clone's URL and HEAD's commit), and every chapter's Colab edition at HEAD (the
+notebook the Colab button opens, editions/colab/NN_topic.ipynb) is copied into an empty
+temporary directory and executed there.
 """
 
 from __future__ import annotations
@@ -105,14 +106,15 @@ def test_helpers_come_from_the_clone_not_the_work_tree(colab_env):
 
 
 def head_notebooks() -> list[str]:
-    """The chapter notebooks committed at HEAD (the same revision as the installed package)."""
+    """The Colab editions of the chapters committed at HEAD (the notebooks the Colab
+    buttons open; the same revision as the installed package)."""
     listing = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", "notebooks/"],
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", "editions/colab/"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
-    return sorted(p for p in listing if re.fullmatch(r"notebooks/\d\d_\w+\.ipynb", p))
+    return sorted(p for p in listing if re.fullmatch(r"editions/colab/\d\d_\w+\.ipynb", p))
 
 
 NOTEBOOKS = head_notebooks()
@@ -156,3 +158,26 @@ def test_chapter_runs_on_colab_stack(colab_env, path):
     assert not errors
     first_executed = next(c for c in executed.cells if c.cell_type == "code")
     assert first_executed.outputs == [], "the install cell printed something outside Colab"
+    # Explorers under ipywidgets 7: the static explorer (asking to run the cell), then the
+    # live widget's view of a model that the kernel created.
+    explorers = 0
+    for cell in executed.cells:
+        outputs = cell.get("outputs", [])
+        for k, output in enumerate(outputs):
+            if 'class="explorer"' in output.get("data", {}).get("text/html", ""):
+                explorers += 1
+                assert "explorer-hint" in output["data"]["text/html"]
+                view = outputs[k + 1]["data"]["application/vnd.jupyter.widget-view+json"]
+                assert view["model_id"] and view["version_major"] == 2
+    assert explorers >= 1, f"{path.name}: no explorer was displayed"
+
+
+def test_every_chapter_at_head_has_its_colab_edition():
+    chapters = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", "notebooks/"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    names = sorted(Path(p).name for p in chapters if re.fullmatch(r"notebooks/\d\d_\w+\.ipynb", p))
+    assert names and [Path(p).name for p in NOTEBOOKS] == names

@@ -372,18 +372,25 @@ def test_pages_have_formulas():
 
 @pytest.mark.parametrize("doc", CHAPTERS)
 def test_colab_button_points_at_this_chapter(browser, site, doc):
+    """The Colab and Binder buttons open the chapter's Colab edition (editions/colab/)."""
     repo = urlparse(CONFIG["repository"]["url"]).path.strip("/")
     branch = CONFIG["repository"]["branch"]
-    expected = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{doc}.ipynb"
+    edition = f"editions/colab/{doc.removeprefix('notebooks/')}.ipynb"
+    expected = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{edition}"
+    binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{edition}"
     context, page, _ = open_page(browser, site, doc)
     try:
         links = page.eval_on_selector_all(
             "a[href*='colab.research.google.com']", "els => els.map(e => e.href)"
         )
+        binder_links = page.eval_on_selector_all(
+            "a[href*='mybinder.org']", "els => els.map(e => e.href)"
+        )
     finally:
         context.close()
     assert links == [expected]
-    assert (ROOT / f"{doc}.ipynb").exists()
+    assert binder_links == [binder]
+    assert (ROOT / edition).exists()
 
 
 def test_dark_mode(browser, site):

@@ -1,0 +1,87 @@
+"""Generate the Colab edition: editions/colab/NN_topic.ipynb for every chapter.
+
+Usage: python scripts/colab_edition.py           write editions/colab/ (`make edition`)
+       python scripts/colab_edition.py --check   exit 1 if editions/colab/ is stale
+
+The Colab and Binder buttons of every chapter open these notebooks. They are generated
+from the chapters (the single source) by the `colab` Sphinx builder of
+book/_ext/colab_edition.py, in a fresh full build in a temporary directory, so a change in
+any chapter (a section title another chapter links to, a renumbered theorem) reaches all
+of them. `make execute` runs this after executing notebooks; tests/test_colab_edition.py
+fails when the committed edition differs from a fresh one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EDITION = ROOT / "editions" / "colab"
+COMMAND = "make edition"
+
+
+def generate(out: Path) -> dict[str, bytes]:
+    """Build the edition into `out`; return {file name: bytes} of the chapter notebooks."""
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    args = [str(jupyter_book), "build", str(ROOT), "--builder", "custom"]
+    args += ["--custom-builder", "colab", "-W", "-n", "--keep-going", "--path-output", str(out)]
+    result = subprocess.run(args, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        # Jupyter Book prints its own box and a traceback; the cause is on these lines.
+        log = (result.stdout + result.stderr).splitlines()
+        cause = [line for line in log if re.search(r"WARNING|ERROR|Error:|Exception", line)]
+        sys.stderr.write("\n".join(cause or log[-40:]) + "\n")
+        raise SystemExit("the Colab edition could not be built (the error is above)")
+    built = out / "_build" / "colab" / "notebooks"
+    return {p.name: p.read_bytes() for p in sorted(built.glob("[0-9][0-9]_*.ipynb"))}
+
+
+def differences(fresh: dict[str, bytes], directory: Path = EDITION) -> list[str]:
+    """What differs between a fresh edition and `directory`, one line per file."""
+    committed = {p.name: p.read_bytes() for p in sorted(directory.glob("*.ipynb"))}
+    lines = [f"missing: {directory.name}/{n}" for n in sorted(set(fresh) - set(committed))]
+    lines += [f"not a chapter: {directory.name}/{n}" for n in sorted(set(committed) - set(fresh))]
+    lines += [
+        f"stale: {directory.name}/{n}"
+        for n in sorted(set(fresh) & set(committed))
+        if fresh[n] != committed[n]
+    ]
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report a stale edition")
+    check = parser.parse_args(argv).check
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = generate(Path(tmp))
+    if not fresh:
+        raise SystemExit("no chapter notebooks were converted")
+    diff = differences(fresh)
+    if check:
+        if diff:
+            print("\n".join(diff))
+            print(f"The Colab edition is stale: run `{COMMAND}` and commit editions/colab/.")
+            return 1
+        print(f"editions/colab/ is current ({len(fresh)} chapters)")
+        return 0
+    EDITION.mkdir(parents=True, exist_ok=True)
+    for name in set(p.name for p in EDITION.glob("*.ipynb")) - set(fresh):
+        (EDITION / name).unlink()
+        print(f"removed editions/colab/{name}")
+    for name, data in fresh.items():
+        target = EDITION / name
+        if not target.exists() or target.read_bytes() != data:
+            target.write_bytes(data)
+            print(f"wrote editions/colab/{name}")
+    print(f"editions/colab/ is current ({len(fresh)} chapters)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,290 @@
+"""An explorer in a real JupyterLab (4, with ipywidgets 8): before a run, live, and after
+the notebook is saved and reopened with a new kernel.
+
+A JupyterLab server on 127.0.0.1 serves a temporary directory holding a one-explorer
+notebook stored the way the chapters are (executed by scripts/execute_notebooks.py), and
+headless Chromium drives it:
+
+1. opened before any run, the output is the static explorer with the sentence asking to
+   run the cell, and no widget error;
+2. run, the live widget (slider and picture) appears and the static copy is hidden;
+3. saved, its kernel shut down, and opened again, the static explorer and its sentence
+   show again (JupyterLab shows its "model not found" line only where the widget was).
+
+Screenshots of the three states go to _build/screenshots/jupyterlab/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.widgets import RUN_HINT
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.browser
+
+SHOTS = ROOT / "_build" / "screenshots" / "jupyterlab"
+
+EXPLORER_CELL = """\
+import numpy as np
+from matplotlib.figure import Figure
+
+from helpers.widgets import Explorer, Param
+
+fig = Figure(figsize=(3.2, 1.6))
+ax = fig.add_subplot()
+z = np.array([2.0, 1.0, 0.5, 0.0, -1.0])
+bars = ax.bar(range(5), np.ones(5) / 5)
+ax.set_ylim(0, 1)
+
+
+def update(tau):
+    p = np.exp((z - z.max()) / tau)
+    p /= p.sum()
+    for bar, h in zip(bars, p):
+        bar.set_height(h)
+    return f"tau = {tau:g}: largest weight {p.max():.2f}"
+
+
+explorer = Explorer(
+    fig, update, [Param("tau", [0.25, 0.5, 1.0, 2.0, 4.0], label="τ", value=1.0)],
+    dpi=60, description="Softmax weights",
+)
+explorer"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server (no token, loopback only) on a directory with the notebook."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from execute_notebooks import execute
+
+    root = tmp_path_factory.mktemp("lab")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(EXPLORER_CELL)])
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
+    path = root / "explorer.ipynb"
+    nbformat.write(nb, path)
+    execute(path)  # stored as the chapters are: outputs, no widget view
+    edition = sorted((ROOT / "editions" / "colab").glob("[0-9][0-9]_*.ipynb"))[0]
+    shutil.copy(edition, root / "edition.ipynb")
+    port = free_port()
+    settings = root / "settings"
+    workspaces = root / "workspaces"
+    # Render every cell (no windowing), and no news prompt over the screenshots.
+    for name, value in {
+        "notebook-extension/tracker": {"windowingMode": "none"},
+        "apputils-extension/notification": {"fetchNews": "false"},
+    }.items():
+        file = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(value))
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / "config"), "HOME": str(root)}
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "jupyter-lab"),
+            "--no-browser",
+            "--allow-root",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            "--ServerApp.ip=127.0.0.1",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            "--ServerApp.disable_check_xsrf=True",
+            f"--ServerApp.root_dir={root}",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={workspaces}",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=2)
+            break
+        except OSError:
+            if server.poll() is not None:
+                pytest.fail(f"JupyterLab did not start:\n{server.stdout.read()[-3000:]}")
+            time.sleep(0.5)
+    else:
+        server.terminate()
+        pytest.fail("JupyterLab did not answer within 90 s")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield url, path
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def shut_down_kernels(url: str) -> None:
+    with urllib.request.urlopen(f"{url}/api/kernels") as response:
+        kernels = json.load(response)
+    for kernel in kernels:
+        request = urllib.request.Request(f"{url}/api/kernels/{kernel['id']}", method="DELETE")
+        urllib.request.urlopen(request)
+
+
+def open_notebook(browser, url: str, name: str = "explorer.ipynb"):
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.goto(f"{url}/lab/tree/{name}?reset", wait_until="load")
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60000)
+    # the kernel must be up and idle before anything is run (the toolbar's indicator)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-Notebook-ExecutionIndicator')]"
+        ".some(e => e.getAttribute('data-status') === 'idle')",
+        timeout=120000,
+    )
+    return context, page
+
+
+def visible_static(page) -> dict:
+    return page.evaluate(
+        """() => {
+          const ex = document.querySelector('.jp-OutputArea .explorer');
+          const hint = document.querySelector('.jp-OutputArea .explorer-hint');
+          const img = ex && ex.querySelector('img.explorer-image');
+          const shown = e => !!e && e.getClientRects().length > 0;
+          return {
+            explorer: shown(ex),
+            hint: shown(hint) ? hint.textContent.trim() : null,
+            image: !!img && img.complete && img.naturalWidth > 0,
+            text: document.querySelector('.jp-OutputArea').innerText,
+          };
+        }"""
+    )
+
+
+def test_explorer_before_a_run_live_and_after_save_and_reopen(browser, lab):
+    url, path = lab
+
+    # 1. before any run: the stored static explorer and its sentence
+    context, page = open_notebook(browser, url)
+    try:
+        page.locator(".jp-OutputArea .explorer").wait_for(timeout=30000)
+        before = visible_static(page)
+        page.screenshot(path=SHOTS / "1_before_run.png")
+        assert before["explorer"] and before["image"], before
+        assert before["hint"] == RUN_HINT
+        assert "Error displaying widget" not in before["text"]
+
+        # 2. run: the live widget replaces it
+        slider = page.locator(".jp-OutputArea .widget-slider, .jp-OutputArea .widget-hslider")
+        for attempt in range(3):
+            # (a kernel that JupyterLab is still connecting may drop a first request)
+            page.locator(".jp-Notebook .jp-CodeCell").first.click()
+            page.keyboard.press("Escape")
+            page.keyboard.press("Shift+Enter")
+            try:
+                slider.first.wait_for(timeout=40000)
+                break
+            except Exception:
+                if attempt == 2:
+                    page.screenshot(path=SHOTS / "2_live.png")
+                    raise
+        page.locator(".jp-OutputArea .widget-image").first.wait_for(timeout=30000)
+        live = visible_static(page)
+        page.screenshot(path=SHOTS / "2_live.png")
+        assert not live["explorer"], "the static copy stays visible beside the live widget"
+        assert "Error displaying widget" not in live["text"]
+
+        # 3. save, then shut the kernel down (as when the reader comes back later)
+        page.keyboard.press("Control+s")
+        deadline = time.monotonic() + 30
+        saved = None
+        while time.monotonic() < deadline:
+            saved = nbformat.read(path, as_version=4)
+            views = [
+                o["data"]["application/vnd.jupyter.widget-view+json"]
+                for o in saved.cells[0].outputs
+                if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+            ]
+            if views and views[0]["model_id"]:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the run notebook was not saved: {saved}")
+    finally:
+        context.close()
+    shut_down_kernels(url)
+
+    context, page = open_notebook(browser, url)
+    try:
+        page.locator(".jp-OutputArea .explorer").wait_for(timeout=30000)
+        # give the widget manager time to decide that the model is gone
+        page.wait_for_timeout(3000)
+        reopened = visible_static(page)
+        page.screenshot(path=SHOTS / "3_reopened.png")
+    finally:
+        context.close()
+    assert reopened["explorer"] and reopened["image"], reopened
+    assert reopened["hint"] == RUN_HINT
+
+
+def test_the_colab_edition_opens_with_its_solutions_collapsed(browser, lab):
+    """JupyterLab reads jp-MarkdownHeadingCollapsed: each "Solution to Exercise" heading
+    starts collapsed and hides the solution's cells, the exercises stay visible."""
+    url, _ = lab
+    context, page = open_notebook(browser, url, "edition.ipynb")
+    try:
+        page.locator(".jp-Notebook .jp-MarkdownCell").first.wait_for(timeout=30000)
+        page.wait_for_timeout(2000)
+        state = page.evaluate(
+            """() => {
+              const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
+              const shown = e => e.getClientRects().length > 0;
+              return cells.map(c => ({
+                heading: (c.querySelector('.jp-RenderedMarkdown h1, .jp-RenderedMarkdown h2,'
+                  + ' .jp-RenderedMarkdown h3, .jp-RenderedMarkdown h4') || {}).textContent || '',
+                collapsed: !!c.querySelector('.jp-collapseHeadingButton.jp-mod-collapsed'),
+                shown: shown(c),
+                code: c.classList.contains('jp-CodeCell'),
+              }));
+            }"""
+        )
+        page.locator(".jp-RenderedMarkdown h3").last.scroll_into_view_if_needed()
+        page.screenshot(path=SHOTS / "4_edition_solutions_collapsed.png")
+    finally:
+        context.close()
+    solutions = [k for k, c in enumerate(state) if c["heading"].startswith("Solution to Exercise")]
+    exercises = [k for k, c in enumerate(state) if c["heading"].startswith("Exercise ")]
+    assert solutions and len(solutions) == len(exercises), state[-12:]
+    for k in solutions:
+        assert state[k]["collapsed"] and state[k]["shown"], state[k]
+        after = state[k + 1 :]
+        end = next((j for j, c in enumerate(after) if c["heading"]), len(after))
+        assert end >= 2, f"{state[k]['heading']}: its text and code should follow it"
+        assert not any(c["shown"] for c in after[:end]), f"{state[k]['heading']} shows cells"
+    assert all(state[k]["shown"] for k in exercises)
