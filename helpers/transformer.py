@@ -153,6 +153,24 @@ def _norm_input(x: npt.ArrayLike, name: str = "x") -> np.ndarray:
     return arr
 
 
+def _norm_args(
+    x: npt.ArrayLike, eps: object, **vectors: npt.ArrayLike
+) -> tuple[np.ndarray, dict[str, np.ndarray], float, np.dtype]:
+    """Check a norm's input, its ``(d,)`` parameters and ``eps``; return them in one dtype.
+
+    Returns ``(x, vectors, eps, out_dtype)``: ``x`` and every vector converted to the
+    dtype computed in (float32 for float16 input) and the dtype to return.
+    """
+    arr = _norm_input(x)
+    d = arr.shape[-1]
+    vs = {name: _array(v, name) for name, v in vectors.items()}
+    for name, v in vs.items():
+        _check_vector(v, name, d, "d")
+    eps = _check_eps(eps)
+    work, out = _work(arr, *vs.values())
+    return arr.astype(work, copy=False), {k: v.astype(work) for k, v in vs.items()}, eps, out
+
+
 # ---------------------------------------------------------------------------
 # Layer normalisation
 # ---------------------------------------------------------------------------
@@ -243,14 +261,8 @@ def layer_norm(
     >>> y[0].mean().round(12), y[0].var().round(4)  # mean 0, variance ~1 (eps aside)
     (np.float64(0.0), np.float64(1.0))
     """
-    arr = _norm_input(x)
-    d = arr.shape[-1]
-    g, b = _array(gamma, "gamma"), _array(beta, "beta")
-    _check_vector(g, "gamma", d, "d")
-    _check_vector(b, "beta", d, "d")
-    eps = _check_eps(eps)
-    work, out = _work(arr, g, b)
-    y, _, _ = _ln_forward(arr.astype(work, copy=False), g.astype(work), b.astype(work), eps)
+    arr, v, eps, out = _norm_args(x, eps, gamma=gamma, beta=beta)
+    y, _, _ = _ln_forward(arr, v["gamma"], v["beta"], eps)
     return y.astype(out, copy=False)
 
 
@@ -326,15 +338,13 @@ def layer_norm_backward(
     >>> bool(np.isclose((loss(x + E) - loss(x - E)) / 2e-6, dx[1, 2], atol=1e-8))
     True
     """
-    arr = _norm_input(x)
-    d = arr.shape[-1]
-    g = _array(gamma, "gamma")
-    _check_vector(g, "gamma", d, "d")
+    arr, v, eps, out = _norm_args(x, eps, gamma=gamma)
+    g = v["gamma"]
     G = _array(grad_y, "grad_y")
     if G.shape != arr.shape:
         raise ValueError(f"grad_y must have the shape of x, {arr.shape}, got {G.shape}")
-    eps = _check_eps(eps)
-    work, out = _work(arr, g, G)
+    out = np.result_type(out, G)  # the gradient's dtype joins those of x and gamma
+    work = np.dtype(np.float32) if out == np.float16 else out
     arr, g, G = arr.astype(work, copy=False), g.astype(work), G.astype(work, copy=False)
     _, x_hat, rstd = _ln_forward(arr, g, np.zeros_like(g), eps)
     dx, dgamma, dbeta = _ln_backward(G, x_hat, rstd, g)
@@ -388,15 +398,10 @@ def layer_norm_jacobian(
     >>> np.allclose(J @ np.ones(4), 0)  # the direction (1, ..., 1) is removed
     True
     """
-    arr = _norm_input(x)
-    d = arr.shape[-1]
-    g = _array(gamma, "gamma")
-    _check_vector(g, "gamma", d, "d")
-    eps = _check_eps(eps)
-    work, out = _work(arr, g)
-    arr, g = arr.astype(work, copy=False), g.astype(work)
+    arr, v, eps, out = _norm_args(x, eps, gamma=gamma)
+    g, d = v["gamma"], arr.shape[-1]
     _, x_hat, rstd = _ln_forward(arr, g, np.zeros_like(g), eps)
-    P = np.eye(d, dtype=work) - 1.0 / d - x_hat[..., :, None] * x_hat[..., None, :] / d
+    P = np.eye(d, dtype=arr.dtype) - 1.0 / d - x_hat[..., :, None] * x_hat[..., None, :] / d
     J = g[:, None] * P * rstd[..., None]  # (..., d, d)
     return J.astype(out, copy=False)
 
@@ -439,15 +444,9 @@ def rms_norm(
     >>> rms_norm(np.array([3.0, 4.0]), np.ones(2), eps=1e-12).round(4)  # rms = sqrt(12.5)
     array([0.8485, 1.1314])
     """
-    arr = _norm_input(x)
-    d = arr.shape[-1]
-    g = _array(gamma, "gamma")
-    _check_vector(g, "gamma", d, "d")
-    eps = _check_eps(eps)
-    work, out = _work(arr, g)
-    arr, g = arr.astype(work, copy=False), g.astype(work)
+    arr, v, eps, out = _norm_args(x, eps, gamma=gamma)
     ms = np.mean(arr * arr, axis=-1, keepdims=True)
-    return (arr / np.sqrt(ms + work.type(eps)) * g).astype(out, copy=False)
+    return (arr / np.sqrt(ms + arr.dtype.type(eps)) * v["gamma"]).astype(out, copy=False)
 
 
 # ---------------------------------------------------------------------------

@@ -183,6 +183,10 @@ def test_layer_norm_float16_is_computed_in_float32():
     assert y.dtype == np.float16 and np.isfinite(y).all()
     ref = layer_norm(x.astype(np.float64), np.ones(8), np.zeros(8))
     np.testing.assert_allclose(y.astype(np.float64), ref, atol=3e-3)
+    grads = layer_norm_backward(np.ones_like(x), x, np.ones(8, np.float16))
+    assert all(g.dtype == np.float16 and np.isfinite(g).all() for g in grads)
+    J = layer_norm_jacobian(x, np.ones(8, np.float16))
+    assert J.dtype == np.float16 and np.isfinite(J).all()
 
 
 @given(
@@ -790,3 +794,16 @@ def _block_call(change=None, drop=None, **kwargs):
 def test_bad_input_raises_naming_the_arguments(call, exception, message):
     with pytest.raises(exception, match=message):
         call()
+
+
+@pytest.mark.parametrize("threshold", [0, 1 << 20], ids=["flat product", "stacked products"])
+def test_weight_gradients_are_the_same_in_both_layouts(monkeypatch, threshold):
+    """helpers.multihead._weight_grad (used by the block) stacks or flattens by size."""
+    import helpers.multihead as multihead
+
+    monkeypatch.setattr(multihead, "_STACKED_GRAD_ENTRIES", threshold)
+    rng = np.random.default_rng(19)
+    X, dY = rng.normal(size=(3, 2, 5, 4)), rng.normal(size=(3, 2, 5, 6))
+    expected = np.einsum("abti,abtj->ij", X, dY)
+    np.testing.assert_allclose(multihead._weight_grad(X, dY), expected, rtol=1e-12)
+    np.testing.assert_allclose(multihead._weight_grad(X[0, 0], dY[0, 0]), X[0, 0].T @ dY[0, 0])

@@ -74,6 +74,12 @@ from helpers.checks.softmax import (
     check_softmax,
     check_softmax_jacobian,
 )
+from helpers.checks.transformer import (
+    check_block_parameter_count,
+    check_encoder_block,
+    check_layer_norm,
+    check_layer_norm_backward,
+)
 
 __all__ = [
     "ATOL_FLOAT32",
@@ -87,8 +93,12 @@ __all__ = [
     "check_alibi_slopes",
     "check_attention",
     "check_attention_grad",
+    "check_block_parameter_count",
     "check_causal_mask",
+    "check_encoder_block",
     "check_entropy",
+    "check_layer_norm",
+    "check_layer_norm_backward",
     "check_load_balancing_loss",
     "check_log_softmax",
     "check_logsumexp",

@@ -1,0 +1,607 @@
+"""Self-checks of chapter 6 (the Transformer block), built on :mod:`helpers.checks.core`.
+
+``check_layer_norm`` and ``check_layer_norm_backward`` take the reader's layer norm and
+its gradients, ``check_block_parameter_count`` a count, and ``check_encoder_block`` a
+whole block in either order. When an answer is wrong, the diagnosis recomputes the
+answer with each usual slip and names the one that reproduces the reader's numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from helpers.checks.core import Case, CheckReport, Diagnose, Finding, run_checks
+from helpers.checks.multihead import _append, _pick, _run, _Spec
+from helpers.multihead import multi_head_attention
+from helpers.transformer import (
+    BLOCK_PARAM_NAMES,
+    block_parameter_count,
+    encoder_block,
+    feed_forward,
+    init_block_params,
+    layer_norm,
+    layer_norm_backward,
+)
+
+__all__ = [
+    "check_block_parameter_count",
+    "check_encoder_block",
+    "check_layer_norm",
+    "check_layer_norm_backward",
+]
+
+_LN_FORMULA = (
+    "y = gamma * (x - mean) / sqrt(var + eps) + beta, with the mean and the (biased, "
+    "divide by d) variance of each row taken over its last axis"
+)
+
+
+def _ln_variant(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slip: str):
+    """Layer norm as written with one usual slip."""
+    axis = 0 if slip == "axis 0" else -1
+    mu = x.mean(axis=axis, keepdims=True)
+    if slip == "one pass":
+        var = np.mean(x * x, axis=-1, keepdims=True) - mu * mu
+    else:
+        var = x.var(axis=axis, keepdims=True, ddof=1 if slip in ("ddof=1", "std + eps") else 0)
+    if slip in ("std + eps", "biased std + eps"):
+        x_hat = (x - mu) / (np.sqrt(var) + eps)
+    elif slip == "no eps":
+        x_hat = (x - mu) / np.sqrt(var)
+    else:
+        x_hat = (x - mu) / np.sqrt(var + eps)
+    g, b = {"no gamma": (1.0, beta), "no beta": (gamma, 0.0), "swapped": (beta, gamma)}.get(
+        slip, (gamma, beta)
+    )
+    return g * x_hat + b
+
+
+_LN_SLIPS = {
+    "ddof=1": (
+        "the variance is divided by d - 1 (np.var(..., ddof=1), or torch's x.std()) instead of d",
+        "layer norm uses the biased variance: np.var(x, axis=-1, keepdims=True), ddof=0",
+    ),
+    "std + eps": (
+        "eps is added to the (unbiased) standard deviation, (x - mean) / (x.std(ddof=1) + "
+        "eps): a version that circulates",
+        "divide by sqrt(var + eps), with the biased variance",
+    ),
+    "biased std + eps": (
+        "eps is added to the standard deviation, (x - mean) / (std + eps), instead of to "
+        "the variance",
+        "divide by np.sqrt(var + eps)",
+    ),
+    "axis 0": (
+        "each feature is normalised over the rows (axis 0, as batch normalisation does) "
+        "instead of each row over its features",
+        "take the mean and variance over the last axis, axis=-1, keepdims=True",
+    ),
+    "one pass": (
+        "the variance is computed as mean(x**2) - mean(x)**2, which cancels catastrophically "
+        "when the row has a large common offset",
+        "compute the mean first, then the mean of (x - mean)**2",
+    ),
+    "no eps": (
+        "eps is missing: the rows are divided by sqrt(var) instead of sqrt(var + eps)",
+        "divide by np.sqrt(var + eps); eps keeps a constant row finite",
+    ),
+    "no gamma": ("gamma is not applied", "multiply the normalised row by gamma"),
+    "no beta": ("beta is not added", "add beta after multiplying by gamma"),
+    "swapped": ("gamma and beta are swapped", "y = gamma * x_hat + beta"),
+}
+
+
+def _ln_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    x, gamma, beta = case.inputs["x"], case.inputs["gamma"], case.inputs["beta"]
+    eps = float(case.inputs["eps"])
+    rtol, atol = case.tolerances()
+    with np.errstate(all="ignore"):
+        if not np.isfinite(got).all():
+            return [
+                Finding(
+                    "the output is not finite: a row whose entries are all equal has variance "
+                    "0, and without eps that is 0/0",
+                    "divide by np.sqrt(var + eps)",
+                )
+            ]
+        for slip, (problem, hint) in _LN_SLIPS.items():
+            candidate = _ln_variant(x, gamma, beta, eps, slip)
+            if candidate.shape == got.shape and np.allclose(got, candidate, rtol=rtol, atol=atol):
+                return [Finding(problem, hint)]
+    return []
+
+
+def check_layer_norm(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
+    """Check the reader's layer normalisation.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(x, gamma, beta, eps) -> y``: ``x`` of shape ``(..., d)``, ``gamma`` and
+        ``beta`` of shape ``(d,)``, ``eps`` a positive float (passed as a 0-d array);
+        returns ``gamma * (x - mean) / sqrt(var + eps) + beta`` row by row.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case passed. The report recognises the unbiased variance
+        (``ddof=1``), ``eps`` added to the standard deviation, normalising over the wrong
+        axis, the one-pass variance ``E[x²] - E[x]²`` (it fails on a large offset), a
+        missing ``eps`` (``nan`` for a constant row), and a missing or swapped ``gamma``
+        and ``beta``.
+
+    Notes
+    -----
+    Cases: random rows with random ``gamma`` and ``beta``; a batch of sequences
+    ``(2, 3, 5)``; rows with a common offset of ``1e6``; a constant row; ``d = 2``.
+    The expected outputs come from :func:`helpers.transformer.layer_norm` (checked there
+    against ``torch.nn.LayerNorm``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_layer_norm
+    >>> def ln(x, gamma, beta, eps):
+    ...     mu = x.mean(axis=-1, keepdims=True)
+    ...     var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    ...     return gamma * (x - mu) / np.sqrt(var + eps) + beta
+    >>> check_layer_norm(ln)
+    check_layer_norm(ln): All 5 checks passed: random rows, a batch of sequences, a large
+        common offset, a constant row, d = 2.
+    >>> def ln_unbiased(x, gamma, beta, eps):
+    ...     mu = x.mean(axis=-1, keepdims=True)
+    ...     return gamma * (x - mu) / np.sqrt(x.var(axis=-1, keepdims=True, ddof=1) + eps) + beta
+    >>> print(check_layer_norm(ln_unbiased).failures[0].problem)
+    the variance is divided by d - 1 (np.var(..., ddof=1), or torch's x.std()) instead of d
+    """
+    rng = np.random.default_rng(60)
+    constant_hint = (
+        "a row whose entries are all equal has variance 0; eps keeps sqrt(var + eps) "
+        "positive, and the normalised row is 0, so y = beta"
+    )
+    offset_hint = (
+        "subtract the mean before squaring: var = mean((x - mean)**2); mean(x**2) - "
+        "mean(x)**2 loses every digit when the entries share a large offset"
+    )
+    layouts = [
+        ("random rows", rng.normal(size=(4, 6)) * 2 + 1, 1e-5, _LN_FORMULA),
+        ("a batch of sequences", rng.normal(size=(2, 3, 5)), 1e-5, _LN_FORMULA),
+        ("a large common offset", rng.normal(size=(3, 8)) + 1e6, 1e-5, offset_hint),
+        ("a constant row", np.vstack([np.full(4, 2.5), rng.normal(size=4)]), 1e-5, constant_hint),
+        ("d = 2", rng.normal(size=(3, 2)), 0.1, _LN_FORMULA),
+    ]
+    cases = []
+    for name, x, eps, hint in layouts:
+        d = x.shape[-1]
+        gamma, beta = 1 + rng.normal(scale=0.5, size=d), rng.normal(size=d)
+        expected = layer_norm(x, gamma, beta, eps=eps)
+        inputs = {"x": x, "gamma": gamma, "beta": beta, "eps": np.array(eps)}
+        cases.append(Case(name, inputs, expected, hint))
+    return run_checks(fn, cases, check_name="check_layer_norm", diagnose=_ln_diagnose)
+
+
+# ---------------------------------------------------------------------------
+# check_layer_norm_backward
+# ---------------------------------------------------------------------------
+
+_LN_GRADS = ("dx", "dgamma", "dbeta")
+
+
+def _ln_grads(G: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float, slip: str = "right"):
+    """The three gradients of ``sum(G * layer_norm(x))``, or with one slip."""
+    d = x.shape[-1]
+    mu = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True, ddof=1 if slip == "ddof=1" else 0)
+    rstd = 1 / np.sqrt(var + eps)
+    x_hat = (x - mu) * rstd
+    g = G if slip == "no gamma" else G * gamma
+    mean_g = g.mean(axis=-1, keepdims=True)
+    mean_gx = (g * x_hat).mean(axis=-1, keepdims=True)
+    dx = {
+        "no mean term": (g - x_hat * mean_gx) * rstd,
+        "no x_hat term": (g - mean_g) * rstd,
+        "only the diagonal": g * rstd,
+    }.get(slip, (g - mean_g - x_hat * mean_gx) * rstd)
+    scaled = x - mu if slip == "x instead of x_hat" else x_hat
+    dgamma = (G * scaled).reshape(-1, d).sum(axis=0)
+    return {"dx": dx, "dgamma": dgamma, "dbeta": G.reshape(-1, d).sum(axis=0)}
+
+
+_BACKWARD_SLIPS = {
+    "no mean term": (
+        "the term - mean(g) is missing (g = gamma * grad_y): the gradient through the mean",
+        "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sqrt(var + eps), means over each row",
+    ),
+    "no x_hat term": (
+        "the term - x_hat * mean(g * x_hat) is missing: the gradient through the variance",
+        "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sqrt(var + eps)",
+    ),
+    "only the diagonal": (
+        "only the diagonal of the Jacobian is used, dx = g / sqrt(var + eps): the mean and the "
+        "variance depend on x too",
+        "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sqrt(var + eps)",
+    ),
+    "no gamma": (
+        "grad_y is not multiplied by gamma before going through the normalisation",
+        "the gradient with respect to x_hat is g = gamma * grad_y",
+    ),
+    "ddof=1": (
+        "it uses the unbiased variance (ddof=1); the forward pass divides by d",
+        "use np.var(x, axis=-1, keepdims=True) as in the forward pass",
+    ),
+    "x instead of x_hat": (
+        "dgamma is sum(grad_y * (x - mean)) instead of sum(grad_y * x_hat)",
+        "gamma multiplies the normalised x_hat, so dgamma = sum of grad_y * x_hat over the rows",
+    ),
+}
+
+
+def _ln_backward_diagnose(name: str) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        G, x, gamma = case.inputs["grad_y"], case.inputs["x"], case.inputs["gamma"]
+        eps = float(case.inputs["eps"])
+        rtol, atol = case.tolerances()
+        expected = _ln_grads(G, x, gamma, eps)[name]
+        for slip, (problem, hint) in _BACKWARD_SLIPS.items():
+            candidate = _ln_grads(G, x, gamma, eps, slip)[name]
+            if not np.allclose(candidate, expected) and np.allclose(
+                got, candidate, rtol=rtol, atol=atol
+            ):
+                return [Finding(problem, hint)]
+        if name != "dx" and got.shape == expected.shape:
+            per_row = _ln_grads(G, x, gamma, eps)
+            if np.allclose(got, -per_row[name], rtol=rtol, atol=atol):
+                return [Finding("the sign is flipped")]
+        return []
+
+    return diagnose
+
+
+def check_layer_norm_backward(fn: Callable[..., object]) -> CheckReport:
+    """Check the reader's gradients of layer normalisation.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(grad_y, x, gamma, eps) -> (dx, dgamma, dbeta)`` for ``y = layer_norm(x,
+        gamma, beta, eps)`` and ``L = sum(grad_y * y)``: ``dx`` of the shape of ``x``,
+        ``dgamma`` and ``dbeta`` of shape ``(d,)`` summed over every row. A dict with
+        the keys ``"dx"``, ``"dgamma"``, ``"dbeta"`` is accepted too.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every gradient matches in two layouts. The report recognises a
+        missing ``- mean(g)`` or ``- x_hat mean(g x_hat)`` term, using only the
+        diagonal of the Jacobian, forgetting ``gamma``, the unbiased variance,
+        ``dgamma`` computed from ``x - mean`` instead of ``x_hat``, and a flipped sign.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_layer_norm_backward
+    >>> def ln_backward(grad_y, x, gamma, eps):
+    ...     d = x.shape[-1]
+    ...     mu = x.mean(axis=-1, keepdims=True)
+    ...     rstd = 1 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+    ...     x_hat = (x - mu) * rstd
+    ...     g = grad_y * gamma
+    ...     dx = (
+    ...         g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)
+    ...     ) * rstd
+    ...     dgamma = (grad_y * x_hat).reshape(-1, d).sum(axis=0)
+    ...     return dx, dgamma, grad_y.reshape(-1, d).sum(axis=0)
+    >>> check_layer_norm_backward(ln_backward)
+    check_layer_norm_backward(ln_backward): All 6 checks passed: dx (rows), dgamma (rows),
+        dbeta (rows), dx (a batch of sequences), dgamma (a batch of sequences), dbeta (a batch
+        of sequences).
+    """
+    layouts = (("rows", 61, (4, 6), 1e-5), ("a batch of sequences", 62, (2, 3, 5), 0.01))
+    hint = (
+        "with x_hat = (x - mean) / sqrt(var + eps) and g = gamma * grad_y: dx = (g - mean(g) "
+        "- x_hat * mean(g * x_hat)) / sqrt(var + eps); dgamma = sum of grad_y * x_hat and "
+        "dbeta = sum of grad_y over every row (all axes but the last)"
+    )
+    specs = []
+    for label, seed, shape, eps in layouts:
+        rng = np.random.default_rng(seed)
+        x, G = rng.normal(size=shape) * 2 + 0.5, rng.normal(size=shape)
+        gamma = 1 + rng.normal(scale=0.5, size=shape[-1])
+        dx, dgamma, dbeta = layer_norm_backward(G, x, gamma, eps=eps)
+        right = {"dx": dx, "dgamma": dgamma, "dbeta": dbeta}
+        shown = f"grad_y, x: {shape}; gamma: ({shape[-1]},); eps = {eps:g}"
+        for name in _LN_GRADS:
+            inputs = {"grad_y": G, "x": x, "gamma": gamma, "eps": np.array(eps)}
+            specs.append(
+                _Spec(
+                    Case(f"{name} ({label})", inputs, right[name], hint),
+                    _append(),
+                    shown,
+                    _ln_backward_diagnose(name),
+                    _pick(name, _LN_GRADS),
+                )
+            )
+    return _run(fn, "check_layer_norm_backward", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_block_parameter_count
+# ---------------------------------------------------------------------------
+
+
+def _count_candidates(d: int, f: int) -> list[tuple[int, Finding]]:
+    right = block_parameter_count(d, 1, f)
+    ln_hint = "each layer norm has a gain and a shift of d_model entries: 4 d_model for two"
+    return [
+        (
+            right - 4 * d,
+            Finding(
+                "4 d_model parameters are missing: the two layer norms' gains and shifts (or "
+                "else the four attention biases)",
+                ln_hint + "; the attention biases b_Q, b_K, b_V, b_O are another 4 d_model",
+            ),
+        ),
+        (right - 2 * d, Finding("only one layer norm is counted; a block has two", ln_hint)),
+        (
+            right - f - d,
+            Finding(
+                "the feed-forward biases b_1 (d_ff) and b_2 (d_model) are missing",
+                "the two linear layers have biases: d_ff + d_model entries",
+            ),
+        ),
+        (
+            right - f + d,
+            Finding(
+                "b_1 is counted with d_model entries; it has d_ff, one per hidden unit",
+                "b_1 has shape (d_ff,) and b_2 shape (d_model,)",
+            ),
+        ),
+        (
+            right - 9 * d - f,
+            Finding(
+                "no bias or layer-norm parameter is counted, only the weight matrices",
+                "add the four attention biases (4 d_model), b_1 and b_2 (d_ff + d_model) and "
+                "the two layer norms (4 d_model)",
+            ),
+        ),
+        (
+            right - d * d - d,
+            Finding(
+                "the attention's output projection W_O (and b_O) is missing",
+                "attention has four d_model x d_model matrices: W_Q, W_K, W_V and W_O",
+            ),
+        ),
+        (
+            right - d * f,
+            Finding(
+                "only one of the feed-forward matrices is counted; W_1 and W_2 have d_model d_ff "
+                "entries each",
+                "the network goes d_model -> d_ff -> d_model: 2 d_model d_ff weights",
+            ),
+        ),
+    ]
+
+
+def _block_count_diagnose(d: int, f: int) -> Diagnose:
+    candidates = _count_candidates(d, f)
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        for value, finding in candidates:
+            if float(got) == value and value != int(case.expected):
+                return [finding]
+        return []
+
+    return diagnose
+
+
+def check_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport:
+    """Check the reader's count of the trainable parameters of one encoder block.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(d_model, d_ff) -> int``: the number of parameters of one block of
+        :func:`helpers.transformer.encoder_block` (attention with biases, the
+        feed-forward network with biases, two layer norms).
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every count is exact. The report recognises missing layer norms (or
+        only one), missing feed-forward or attention biases, ``b_1`` counted with
+        ``d_model`` entries, a missing ``W_O``, and a single feed-forward matrix.
+
+    Examples
+    --------
+    >>> from helpers.checks import check_block_parameter_count
+    >>> def count(d_model, d_ff):
+    ...     attention = 4 * d_model**2 + 4 * d_model
+    ...     ffn = 2 * d_model * d_ff + d_ff + d_model
+    ...     return attention + ffn + 4 * d_model
+    >>> check_block_parameter_count(count)
+    check_block_parameter_count(count): All 5 checks passed: base Transformer (512, 2048),
+        BERT-base (768, 3072), BERT-large (1024, 4096), this chapter's model (32, 64),
+        d_ff = d_model = 8.
+    >>> def no_norms(d_model, d_ff):
+    ...     return 4 * d_model**2 + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model
+    >>> print(check_block_parameter_count(no_norms).failures[0].problem)
+    4 d_model parameters are missing: the two layer norms' gains and shifts (or else the four
+    attention biases)
+    """
+    layouts = (
+        ("base Transformer (512, 2048)", 512, 2048),
+        ("BERT-base (768, 3072)", 768, 3072),
+        ("BERT-large (1024, 4096)", 1024, 4096),
+        ("this chapter's model (32, 64)", 32, 64),
+        ("d_ff = d_model = 8", 8, 8),
+    )
+    hint = (
+        "attention: 4 d_model^2 + 4 d_model; feed-forward: 2 d_model d_ff + d_ff + d_model; "
+        "two layer norms: 4 d_model"
+    )
+    specs = [
+        _Spec(
+            Case(name, {}, np.array(block_parameter_count(d, 1, f)), hint, rtol=0.0, atol=0.0),
+            _append(d, f),
+            f"d_model = {d}, d_ff = {f}",
+            _block_count_diagnose(d, f),
+            exact_integer=True,
+        )
+        for name, d, f in layouts
+    ]
+    return _run(fn, "check_block_parameter_count", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_encoder_block
+# ---------------------------------------------------------------------------
+
+
+def _block_variant(X: np.ndarray, p: Mapping[str, np.ndarray], h: int, norm_first: bool, slip: str):
+    """The block as written with one usual slip (relu, eps = 1e-5)."""
+
+    def ln(x, name):
+        if slip == "norms swapped":
+            name = {"ln1": "ln2", "ln2": "ln1"}[name]
+        return layer_norm(x, p[f"{name}_gamma"], p[f"{name}_beta"])
+
+    def mha(x):
+        names = () if slip == "no attention biases" else ("b_Q", "b_K", "b_V", "b_O")
+        biases = {k: p[k] for k in names}
+        return multi_head_attention(x, x, p["W_Q"], p["W_K"], p["W_V"], p["W_O"], h, **biases)[0]
+
+    def ffn(x):
+        act = "gelu" if slip == "gelu" else "relu"
+        return feed_forward(x, p["W_1"], p["b_1"], p["W_2"], p["b_2"], activation=act)
+
+    keep = 0.0 if slip == "no residual" else 1.0  # the residual connections, or none
+    if norm_first != (slip == "order swapped"):  # pre-LN
+        u = ln(X, "ln1")
+        Z = (u if slip == "residual from the normalised input" else keep * X) + mha(u)
+        v = ln(Z, "ln2")
+        Y = (v if slip == "residual from the normalised input" else keep * Z) + ffn(v)
+        return ln(Y, "ln2") if slip == "final norm" else Y
+    if slip == "norm before the sum":
+        Z = X + ln(mha(X), "ln1")
+        return Z + ln(ffn(Z), "ln2")
+    Z = ln(keep * X + mha(X), "ln1")
+    return ln(keep * Z + ffn(Z), "ln2")
+
+
+_BLOCK_SLIPS = {
+    "order swapped": (
+        "it computes the other order: pre-LN where post-LN was asked for, or the reverse",
+        "post-LN (norm_first=False): Z = LN1(X + MHA(X)), Y = LN2(Z + FFN(Z)); pre-LN "
+        "(norm_first=True): Z = X + MHA(LN1(X)), Y = Z + FFN(LN2(Z))",
+    ),
+    "norms swapped": (
+        "ln1 and ln2 are swapped: ln1 belongs to the attention sublayer, ln2 to the "
+        "feed-forward one",
+        "use params['ln1_gamma'], params['ln1_beta'] around the attention",
+    ),
+    "residual from the normalised input": (
+        "the residual adds the normalised input, LN(x) + Sublayer(LN(x)), instead of x",
+        "in pre-LN only the sublayer sees the normalised input: x + Sublayer(LN(x))",
+    ),
+    "final norm": (
+        "an extra layer norm is applied at the end of the pre-LN block",
+        "a pre-LN block ends with the residual sum; a stack of blocks gets one final norm",
+    ),
+    "no residual": (
+        "the residual connections are missing: the sublayer's input is not added back",
+        "post-LN: LN(x + Sublayer(x)); pre-LN: x + Sublayer(LN(x))",
+    ),
+    "norm before the sum": (
+        "the norm is applied to the sublayer's output before the residual sum, x + "
+        "LN(Sublayer(x)), instead of to the sum",
+        "post-LN normalises the sum: LN(x + Sublayer(x))",
+    ),
+    "no attention biases": (
+        "the attention biases b_Q, b_K, b_V, b_O are left out",
+        "pass b_Q=params['b_Q'], ... to helpers.multi_head_attention",
+    ),
+    "gelu": ("the feed-forward network uses GELU; this block uses ReLU", "activation='relu'"),
+}
+
+
+def _block_diagnose(h: int, norm_first: bool) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        X = case.inputs["X"]
+        p = {k: case.inputs[k] for k in BLOCK_PARAM_NAMES}
+        rtol, atol = case.tolerances()
+        with np.errstate(all="ignore"):
+            for slip, (problem, hint) in _BLOCK_SLIPS.items():
+                if slip == "final norm" and not norm_first:
+                    continue
+                candidate = _block_variant(X, p, h, norm_first, slip)
+                if np.allclose(got, candidate, rtol=rtol, atol=atol):
+                    return [Finding(problem, hint)]
+        return []
+
+    return diagnose
+
+
+def _block_params(seed: int, d: int, h: int, d_ff: int) -> tuple[np.ndarray, dict]:
+    rng = np.random.default_rng(seed)
+    p = init_block_params(d, h, d_ff, rng=rng)
+    for name in BLOCK_PARAM_NAMES:  # non-trivial biases and gains: 0 and 1 would hide slips
+        if name.startswith("b_") or name.endswith("_beta"):
+            p[name] = rng.normal(scale=0.5, size=p[name].shape)
+        elif name.endswith("_gamma"):
+            p[name] = 1 + rng.normal(scale=0.3, size=p[name].shape)
+    return rng.normal(size=(2, 5, d)), p
+
+
+def check_encoder_block(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
+    """Check the reader's encoder block, post-LN and pre-LN.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(X, params, h, norm_first) -> Y``: ``X`` of shape ``(b, n, d_model)``,
+        ``params`` a dict with the keys of :func:`helpers.transformer.init_block_params`,
+        ``h`` the number of heads, ``norm_first`` a bool; returns the block's output
+        with ReLU and ``eps = 1e-5`` (post-LN for ``norm_first=False``, pre-LN for
+        ``True``).
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case passed. The report recognises the other order, ``ln1`` and
+        ``ln2`` swapped, a pre-LN residual that adds the normalised input, an extra final
+        norm in pre-LN, missing residual connections, the norm applied before the
+        residual sum, missing attention biases, and GELU instead of ReLU.
+
+    Examples
+    --------
+    >>> from helpers import encoder_block
+    >>> from helpers.checks import check_encoder_block
+    >>> def block(X, params, h, norm_first):
+    ...     return encoder_block(X, params, h, norm_first=norm_first)[0]
+    >>> check_encoder_block(block)
+    check_encoder_block(block): All 4 checks passed: post-LN, 2 heads, post-LN, 4 heads,
+        pre-LN, 2 heads, pre-LN, 4 heads.
+    """
+    specs = []
+    for norm_first in (False, True):
+        for seed, h in ((70 + norm_first, 2), (72 + norm_first, 4)):
+            X, p = _block_params(seed, 8, h, 16)
+            expected, _ = encoder_block(X, p, h, norm_first=norm_first)
+            label = "pre-LN" if norm_first else "post-LN"
+            inputs = {"X": X, **p}
+
+            def arrange(X, *arrays, h=h, norm_first=norm_first):
+                return X, dict(zip(BLOCK_PARAM_NAMES, arrays, strict=True)), h, norm_first
+
+            specs.append(
+                _Spec(
+                    Case(f"{label}, {h} heads", inputs, expected, _BLOCK_SLIPS["order swapped"][1]),
+                    arrange,
+                    f"X: {X.shape}; d_ff = 16; h = {h}; norm_first = {norm_first}",
+                    _block_diagnose(h, norm_first),
+                )
+            )
+    return _run(fn, "check_encoder_block", specs)

@@ -1,0 +1,335 @@
+"""Tests of chapter 6's self-checks: right answers pass, typical wrong answers are named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import helpers
+from helpers.checks import (
+    check_block_parameter_count,
+    check_encoder_block,
+    check_layer_norm,
+    check_layer_norm_backward,
+)
+from tests.report_text import assert_all_passed, failed, flat
+
+# ---------------------------------------------------------------------------
+# check_layer_norm
+# ---------------------------------------------------------------------------
+
+
+def reader_ln(x, gamma, beta, eps, *, slip=None):
+    """Layer norm as a reader writes it; ``slip`` reproduces a usual mistake."""
+    axis = 0 if slip == "axis 0" else -1
+    mu = x.mean(axis=axis, keepdims=True)
+    if slip == "one pass":
+        var = (x * x).mean(axis=-1, keepdims=True) - mu * mu
+    else:
+        var = x.var(axis=axis, keepdims=True, ddof=1 if slip in ("ddof=1", "annotated") else 0)
+    if slip in ("annotated", "std + eps"):
+        x_hat = (x - mu) / (np.sqrt(var) + eps)
+    elif slip == "no eps":
+        x_hat = (x - mu) / np.sqrt(var)
+    else:
+        x_hat = (x - mu) / np.sqrt(var + eps)
+    if slip == "no gamma":
+        return x_hat + beta
+    if slip == "no beta":
+        return gamma * x_hat
+    if slip == "swapped":
+        return beta * x_hat + gamma
+    return gamma * x_hat + beta
+
+
+def helpers_ln(x, gamma, beta, eps):
+    return helpers.layer_norm(x, gamma, beta, eps=float(eps))
+
+
+def ln_with_slip(slip):
+    def fn(x, gamma, beta, eps):
+        return reader_ln(x, gamma, beta, eps, slip=slip)
+
+    fn.__name__ = "ln_" + slip.replace(" ", "_")
+    return fn
+
+
+LN_CASES = [
+    "random rows",
+    "a batch of sequences",
+    "a large common offset",
+    "a constant row",
+    "d = 2",
+]
+
+
+@pytest.mark.parametrize("fn", [reader_ln, helpers_ln], ids=["reader", "helpers"])
+def test_correct_layer_norms_pass(fn):
+    report = check_layer_norm(fn)
+    assert_all_passed(report)
+    assert [r.name for r in report.results] == LN_CASES
+
+
+@pytest.mark.parametrize(
+    ("slip", "cases", "problem"),
+    [
+        ("ddof=1", LN_CASES[:3] + LN_CASES[4:], "divided by d - 1"),
+        ("annotated", LN_CASES[:3] + LN_CASES[4:], "added to the (unbiased) standard deviation"),
+        ("axis 0", LN_CASES, "normalised over the rows (axis 0"),
+        ("one pass", ["a large common offset"], "cancels catastrophically"),
+        ("no gamma", LN_CASES, "gamma is not applied"),
+        ("no beta", LN_CASES, "beta is not added"),
+        ("swapped", LN_CASES, "gamma and beta are swapped"),
+    ],
+)
+def test_layer_norm_slips_are_named(slip, cases, problem):
+    report = check_layer_norm(ln_with_slip(slip))
+    assert not report
+    problems = failed(report)
+    assert set(cases) <= set(problems)
+    assert any(problem in text for text in problems.values()), problems
+
+
+def test_biased_std_plus_eps_is_named():
+    def fn(x, gamma, beta, eps):
+        mu = x.mean(axis=-1, keepdims=True)
+        return gamma * (x - mu) / (x.std(axis=-1, keepdims=True) + eps) + beta
+
+    problems = failed(check_layer_norm(fn))
+    assert "eps is added to the standard deviation" in problems["d = 2"]
+
+
+def test_layer_norm_without_eps_is_named_and_fails_on_the_constant_row_with_a_hint():
+    report = check_layer_norm(ln_with_slip("no eps"))
+    problems = failed(report)
+    assert set(problems) == set(LN_CASES)
+    assert "nan" in problems["a constant row"]
+    assert "variance 0" in flat(report)
+    assert "eps is missing" in problems["d = 2"]
+
+
+# ---------------------------------------------------------------------------
+# check_layer_norm_backward
+# ---------------------------------------------------------------------------
+
+
+def reader_ln_backward(grad_y, x, gamma, eps, *, slip=None):
+    d = x.shape[-1]
+    mu = x.mean(axis=-1, keepdims=True)
+    rstd = 1 / np.sqrt(x.var(axis=-1, keepdims=True, ddof=1 if slip == "ddof=1" else 0) + eps)
+    x_hat = (x - mu) * rstd
+    g = grad_y if slip == "no gamma" else grad_y * gamma
+    mean_g = g.mean(axis=-1, keepdims=True)
+    mean_gx = (g * x_hat).mean(axis=-1, keepdims=True)
+    if slip == "no mean term":
+        dx = (g - x_hat * mean_gx) * rstd
+    elif slip == "no x_hat term":
+        dx = (g - mean_g) * rstd
+    elif slip == "diagonal":
+        dx = g * rstd
+    else:
+        dx = (g - mean_g - x_hat * mean_gx) * rstd
+    scaled = x - mu if slip == "x" else x_hat
+    dgamma = (grad_y * scaled).reshape(-1, d).sum(axis=0)
+    dbeta = grad_y.reshape(-1, d).sum(axis=0)
+    if slip == "not summed":
+        dgamma, dbeta = grad_y * x_hat, grad_y
+    if slip == "sign":
+        dgamma, dbeta = -dgamma, -dbeta
+    if slip == "dict":
+        return {"dx": dx, "dgamma": dgamma, "dbeta": dbeta}
+    return dx, dgamma, dbeta
+
+
+def helpers_ln_backward(grad_y, x, gamma, eps):
+    return helpers.layer_norm_backward(grad_y, x, gamma, eps=float(eps))
+
+
+def backward_with_slip(slip):
+    def fn(grad_y, x, gamma, eps):
+        return reader_ln_backward(grad_y, x, gamma, eps, slip=slip)
+
+    fn.__name__ = "ln_backward_" + slip.replace(" ", "_")
+    return fn
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [reader_ln_backward, helpers_ln_backward, backward_with_slip("dict")],
+    ids=["reader", "helpers", "dict"],
+)
+def test_correct_layer_norm_backwards_pass(fn):
+    assert_all_passed(check_layer_norm_backward(fn))
+
+
+@pytest.mark.parametrize(
+    ("slip", "names", "problem"),
+    [
+        ("no mean term", ["dx"], "the term - mean(g) is missing"),
+        ("no x_hat term", ["dx"], "the term - x_hat * mean(g * x_hat) is missing"),
+        ("diagonal", ["dx"], "only the diagonal of the Jacobian"),
+        ("no gamma", ["dx"], "not multiplied by gamma"),
+        ("ddof=1", ["dx", "dgamma"], "unbiased variance"),
+        ("x", ["dgamma"], "dgamma is sum(grad_y * (x - mean))"),
+        ("sign", ["dgamma", "dbeta"], "the sign is flipped"),
+    ],
+)
+def test_layer_norm_backward_slips_are_named(slip, names, problem):
+    report = check_layer_norm_backward(backward_with_slip(slip))
+    problems = failed(report)
+    wrong = {name.split(" ")[0] for name in problems}
+    assert wrong == set(names)
+    assert all(problem in text for text in problems.values()), problems
+
+
+def test_layer_norm_backward_not_summed_over_rows_is_a_shape_error():
+    report = check_layer_norm_backward(backward_with_slip("not summed"))
+    problems = failed(report)
+    assert set(problems) == {
+        f"{g} ({lay})" for g in ("dgamma", "dbeta") for lay in ("rows", "a batch of sequences")
+    }
+    assert all("expected shape" in p for p in problems.values())
+
+
+def test_layer_norm_backward_missing_key_is_reported():
+    def fn(grad_y, x, gamma, eps):
+        dx, dgamma, _ = helpers.layer_norm_backward(grad_y, x, gamma, eps=float(eps))
+        return {"dx": dx, "dgamma": dgamma}
+
+    problems = failed(check_layer_norm_backward(fn))
+    assert set(problems) == {"dbeta (rows)", "dbeta (a batch of sequences)"}
+    assert all("no entry 'dbeta'" in p for p in problems.values())
+
+
+# ---------------------------------------------------------------------------
+# check_block_parameter_count
+# ---------------------------------------------------------------------------
+
+
+def right_count(d_model, d_ff):
+    return 4 * d_model**2 + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model + 4 * d_model
+
+
+def test_correct_counts_pass():
+    assert_all_passed(check_block_parameter_count(right_count))
+    assert_all_passed(
+        check_block_parameter_count(lambda d, f: helpers.block_parameter_count(d, 1, f))
+    )
+
+
+@pytest.mark.parametrize(
+    ("wrong", "problem"),
+    [
+        (lambda d, f: right_count(d, f) - 4 * d, "the two layer norms' gains and shifts"),
+        (lambda d, f: right_count(d, f) - 2 * d, "only one layer norm is counted"),
+        (lambda d, f: right_count(d, f) - f - d, "feed-forward biases b_1 (d_ff) and b_2"),
+        (lambda d, f: right_count(d, f) - f + d, "b_1 is counted with d_model entries"),
+        (lambda d, f: 4 * d * d + 2 * d * f, "only the weight matrices"),
+        (lambda d, f: right_count(d, f) - d * d - d, "output projection W_O"),
+        (lambda d, f: right_count(d, f) - d * f, "only one of the feed-forward matrices"),
+    ],
+)
+def test_count_slips_are_named(wrong, problem):
+    report = check_block_parameter_count(wrong)
+    problems = failed(report)
+    assert len(problems) >= 4  # d_ff = d_model = 8 can coincide with another slip
+    assert sum(problem in text for text in problems.values()) >= 4, problems
+
+
+def test_count_off_by_one_is_shown_exactly():
+    report = check_block_parameter_count(lambda d, f: right_count(d, f) + 1)
+    text = flat(report)
+    assert "3152384" in text and "3152385" in text  # whole numbers, not rounded to 6 digits
+
+
+# ---------------------------------------------------------------------------
+# check_encoder_block
+# ---------------------------------------------------------------------------
+
+
+def reader_block(X, params, h, norm_first, *, slip=None):
+    """A block from the helpers' pieces; ``slip`` reproduces a usual mistake."""
+    p = params
+
+    def ln(x, name):
+        if slip == "norms swapped":
+            name = {"ln1": "ln2", "ln2": "ln1"}[name]
+        return helpers.layer_norm(x, p[name + "_gamma"], p[name + "_beta"])
+
+    def mha(x):
+        biases = {} if slip == "no biases" else {k: p[k] for k in ("b_Q", "b_K", "b_V", "b_O")}
+        return helpers.multi_head_attention(
+            x, x, p["W_Q"], p["W_K"], p["W_V"], p["W_O"], h, **biases
+        )[0]
+
+    def ffn(x):
+        act = "gelu" if slip == "gelu" else "relu"
+        return helpers.feed_forward(x, p["W_1"], p["b_1"], p["W_2"], p["b_2"], activation=act)
+
+    if slip == "order swapped":
+        norm_first = not norm_first
+    if norm_first:
+        u = ln(X, "ln1")
+        Z = (u if slip == "normalised residual" else X) + mha(u)
+        v = ln(Z, "ln2")
+        Y = (v if slip == "normalised residual" else Z) + ffn(v)
+        return ln(Y, "ln2") if slip == "final norm" else Y
+    if slip == "no residual":
+        return ln(ffn(ln(mha(X), "ln1")), "ln2")
+    if slip == "norm before the sum":
+        Z = X + ln(mha(X), "ln1")
+        return Z + ln(ffn(Z), "ln2")
+    Z = ln(X + mha(X), "ln1")
+    return ln(Z + ffn(Z), "ln2")
+
+
+def block_with_slip(slip):
+    def fn(X, params, h, norm_first):
+        return reader_block(X, params, h, norm_first, slip=slip)
+
+    fn.__name__ = "block_" + slip.replace(" ", "_")
+    return fn
+
+
+BLOCK_CASES = ["post-LN, 2 heads", "post-LN, 4 heads", "pre-LN, 2 heads", "pre-LN, 4 heads"]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [reader_block, lambda X, p, h, nf: helpers.encoder_block(X, p, h, norm_first=nf)[0]],
+    ids=["reader", "helpers"],
+)
+def test_correct_blocks_pass(fn):
+    report = check_encoder_block(fn)
+    assert_all_passed(report)
+    assert [r.name for r in report.results] == BLOCK_CASES
+
+
+@pytest.mark.parametrize(
+    ("slip", "cases", "problem"),
+    [
+        ("order swapped", BLOCK_CASES, "it computes the other order"),
+        ("norms swapped", BLOCK_CASES, "ln1 and ln2 are swapped"),
+        ("normalised residual", BLOCK_CASES[2:], "the residual adds the normalised input"),
+        ("final norm", BLOCK_CASES[2:], "an extra layer norm"),
+        ("no residual", BLOCK_CASES[:2], "the residual connections are missing"),
+        ("norm before the sum", BLOCK_CASES[:2], "before the residual sum"),
+        ("no biases", BLOCK_CASES, "attention biases b_Q, b_K, b_V, b_O are left out"),
+        ("gelu", BLOCK_CASES, "uses GELU"),
+    ],
+)
+def test_block_slips_are_named(slip, cases, problem):
+    report = check_encoder_block(block_with_slip(slip))
+    problems = failed(report)
+    assert list(problems) == cases
+    assert all(problem in text for text in problems.values()), problems
+
+
+def test_block_that_modifies_params_in_place_is_reported():
+    def fn(X, params, h, norm_first):
+        params["W_1"] *= 2
+        return helpers.encoder_block(X, params, h, norm_first=norm_first)[0]
+
+    report = check_encoder_block(fn)
+    assert not report
+    assert all("in place" in r.problem for r in report.failures)
