@@ -49,6 +49,12 @@ from helpers.checks.core import (
     Finding,
     run_checks,
 )
+from helpers.checks.models import (
+    check_load_balancing_loss,
+    check_mlm_corruption,
+    check_next_token_distribution,
+    check_top_k_gating,
+)
 from helpers.checks.multihead import (
     check_mha_backward,
     check_mha_parameter_count,
@@ -93,17 +99,21 @@ __all__ = [
     "check_entropy",
     "check_layer_norm",
     "check_layer_norm_backward",
+    "check_load_balancing_loss",
     "check_log_softmax",
     "check_logsumexp",
     "check_masked_attention",
     "check_mha_backward",
     "check_mha_parameter_count",
+    "check_mlm_corruption",
     "check_multi_head_attention",
+    "check_next_token_distribution",
     "check_rope",
     "check_rope_layout_conversion",
     "check_sinusoidal_encoding",
     "check_sinusoidal_shift",
     "check_softmax",
     "check_softmax_jacobian",
+    "check_top_k_gating",
     "run_checks",
 ]

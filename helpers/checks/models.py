@@ -1,0 +1,416 @@
+"""Self-checks of chapter 7 (BERT, GPT, mixture of experts), built on :mod:`helpers.checks.core`.
+
+Each check runs the reader's function on small inputs, compares with the reference in
+:mod:`helpers.models` or :mod:`helpers.moe`, and recognises the usual slips by
+recomputing the answer with each slip and naming the one that reproduces the reader's
+numbers: gates that are not renormalised over the top ``k``, a balancing loss that
+counts the ``k`` choices of a token without dividing by ``k``, BERT's corruption that
+masks every selected token, a temperature that multiplies the logits, ...
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from helpers.checks.core import Case, CheckReport, Finding, run_checks
+from helpers.models import IGNORE_INDEX, next_token_distribution
+from helpers.moe import load_balancing_loss, top_k_gating
+from helpers.softmax import softmax
+
+__all__ = [
+    "check_load_balancing_loss",
+    "check_mlm_corruption",
+    "check_next_token_distribution",
+    "check_top_k_gating",
+]
+
+_SLIP_RTOL, _SLIP_ATOL = 1e-6, 1e-9
+
+
+def _close(got: np.ndarray, candidate: np.ndarray) -> bool:
+    candidate = np.asarray(candidate, dtype=np.float64)
+    return bool(
+        got.shape == candidate.shape
+        and np.allclose(got, candidate, rtol=_SLIP_RTOL, atol=_SLIP_ATOL, equal_nan=True)
+    )
+
+
+def _recognise(got: np.ndarray, slips: Sequence[tuple[np.ndarray, Finding]]) -> list[Finding]:
+    return [finding for candidate, finding in slips if _close(got, candidate)][:1]
+
+
+def _require_callable(fn: object, check_name: str) -> None:
+    run_checks(fn, (), check_name=check_name)  # type: ignore[arg-type]
+
+
+def _first(result: object) -> object:
+    return result[0] if isinstance(result, tuple) else result
+
+
+# ---------------------------------------------------------------------------
+# Top-k gating
+# ---------------------------------------------------------------------------
+
+
+def _topk_slips(h: np.ndarray, k: int) -> list[tuple[np.ndarray, Finding]]:
+    p = softmax(h)
+    _, idx = top_k_gating(h, k)
+    sel = np.zeros(h.shape, bool)
+    np.put_along_axis(sel, idx, True, -1)
+    return [
+        (
+            np.where(sel, p, 0.0),
+            Finding(
+                "the gates are the full softmax's values at the top k, not renormalised: "
+                "they sum to less than 1",
+                "divide the selected probabilities by their sum (or take the softmax of the "
+                "k selected logits only)",
+            ),
+        ),
+        (
+            p,
+            Finding(
+                "every expert keeps its softmax weight: nothing outside the top k was zeroed",
+                "set every gate outside the k largest logits to 0 (their logits to -inf "
+                "before the softmax)",
+            ),
+        ),
+        (
+            sel / k,
+            Finding(
+                "the selected experts get equal gates 1/k: the gates must depend on the logits",
+                "softmax over the k selected logits",
+            ),
+        ),
+    ]
+
+
+def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
+    """Check ``fn(router_logits, k) -> gates`` (``(..., E)``, or a tuple starting with it).
+
+    The gates must be zero outside each row's ``k`` largest logits and equal to the
+    softmax of those ``k`` logits (Shazeer et al. 2017, Mixtral). Recognised slips: no
+    renormalisation, no zeroing, equal gates ``1/k``.
+    """
+    _require_callable(fn, "check_top_k_gating")
+
+    @functools.wraps(fn)
+    def call(router_logits: np.ndarray, k: np.ndarray) -> object:
+        return _first(fn(router_logits, int(k)))
+
+    raw = [
+        ("one token, k = 2", np.array([1.0, 3.0, 0.0, 2.0]), 2),
+        ("a batch of tokens, k = 2", np.array([[0.5, -1.0, 2.0], [0.1, 0.2, 0.3]]), 2),
+        ("k = 1 (one expert, gate 1)", np.array([[0.3, 1.2, -0.4, 0.0]]), 1),
+        ("k = N: the plain softmax", np.array([[1.0, 2.0, 3.0]]), 3),
+        ("large logits", np.array([[1000.0, 999.0, -1000.0, 0.0]]), 2),
+    ]
+    cases = [
+        Case(
+            name,
+            {"router_logits": h, "k": np.array(k)},
+            top_k_gating(h, k)[0],
+            hint="keep the k largest logits of each row, take their softmax (max-shift "
+            "first), put the results at their positions and 0 elsewhere",
+        )
+        for name, h, k in raw
+    ]
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        h, k = case.inputs["router_logits"], int(case.inputs["k"])
+        return _recognise(got, _topk_slips(h, k))
+
+    return run_checks(call, cases, check_name="check_top_k_gating", diagnose=diagnose)
+
+
+# ---------------------------------------------------------------------------
+# The load-balancing loss
+# ---------------------------------------------------------------------------
+
+
+def check_load_balancing_loss(fn: Callable[..., object]) -> CheckReport:
+    """Check ``fn(router_probs, expert_indices, num_experts) -> float``: ``N Σ f_i P_i``.
+
+    ``f_i`` is the fraction of the ``k T`` token-to-expert assignments that go to expert
+    ``i`` and ``P_i`` the mean router probability of expert ``i``. Recognised slips:
+    counting the ``k`` choices without dividing by ``k`` (Hugging Face's convention,
+    ``k`` times larger), forgetting the factor ``N``, ``f`` computed from the
+    probabilities (``N Σ P_i²``), the gates' fractions and probabilities swapped in a
+    way that changes the value.
+    """
+    _require_callable(fn, "check_load_balancing_loss")
+
+    @functools.wraps(fn)
+    def call(router_probs: np.ndarray, expert_indices: np.ndarray, num_experts: np.ndarray):
+        return fn(router_probs, expert_indices, int(num_experts))
+
+    p4 = softmax(np.array([[2.0, 0.0, 0.0, -1.0], [1.0, 1.5, 0.0, 0.0], [0.0, 0.0, 3.0, 0.0]]))
+    p3 = softmax(np.array([[1.0, 0.0, -1.0], [0.5, 0.0, 2.0], [0.0, 1.0, 0.0], [2.0, 1.0, 0.0]]))
+    raw = [
+        ("k = 1, three tokens", p4, np.array([[0], [1], [2]]), 4),
+        ("k = 2, four tokens", p3, np.argsort(-p3, axis=-1)[:, :2], 3),
+        ("uniform router: 1", np.full((4, 2), 0.5), np.array([[0], [1], [1], [0]]), 2),
+        ("collapse: N", np.tile([1.0, 0.0, 0.0], (3, 1)), np.zeros((3, 1), int), 3),
+    ]
+    cases = [
+        Case(
+            name,
+            {"router_probs": p, "expert_indices": idx, "num_experts": np.array(E)},
+            np.array(load_balancing_loss(p, idx, E)),
+            hint="f_i = (number of assignments to expert i) / (k T), P_i = mean over the "
+            "tokens of router_probs[:, i]; return N * sum(f * P)",
+        )
+        for name, p, idx, E in raw
+    ]
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        p = case.inputs["router_probs"]
+        idx = case.inputs["expert_indices"]
+        E = int(case.inputs["num_experts"])
+        k = idx.shape[-1]
+        ref = load_balancing_loss(p, idx, E)
+        P = p.mean(axis=0)
+        slips = [
+            (
+                np.array(k * ref),
+                Finding(
+                    "the loss is k times too large: the k choices of each token were counted "
+                    "without dividing by k (Hugging Face's Mixtral convention)",
+                    "divide the counts by k T, so that the fractions f_i sum to 1",
+                ),
+            ),
+            (
+                np.array(ref / E),
+                Finding(
+                    "the factor N (the number of experts) is missing",
+                    "multiply by N so that uniform routing gives 1 whatever N is",
+                ),
+            ),
+            (
+                np.array(E * float(P @ P)),
+                Finding(
+                    "f was computed from the probabilities: this is N Σ P_i², not N Σ f_i P_i",
+                    "f_i counts the assignments in expert_indices",
+                ),
+            ),
+        ]
+        if k == 1:
+            return _recognise(got, slips[1:])  # for k = 1 the first slip is the answer
+        return _recognise(got, slips)
+
+    return run_checks(call, cases, check_name="check_load_balancing_loss", diagnose=diagnose)
+
+
+# ---------------------------------------------------------------------------
+# BERT's masked-language-model corruption
+# ---------------------------------------------------------------------------
+
+
+def _mlm_reference(
+    ids: np.ndarray,
+    u_select: np.ndarray,
+    u_kind: np.ndarray,
+    random_ids: np.ndarray,
+    mask_id: int,
+    *,
+    p_mask: float = 0.8,
+    p_random: float = 0.1,
+    labels_everywhere: bool = False,
+) -> np.ndarray:
+    selected = u_select < 0.15
+    corrupted = ids.copy()
+    corrupted[selected & (u_kind < p_mask)] = mask_id
+    swap = selected & (u_kind >= p_mask) & (u_kind < p_mask + p_random)
+    corrupted[swap] = random_ids[swap]
+    labels = ids.copy() if labels_everywhere else np.where(selected, ids, IGNORE_INDEX)
+    return np.stack([corrupted, labels])
+
+
+def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
+    """Check ``fn(input_ids, u_select, u_kind, random_ids, mask_token_id)``.
+
+    It must return ``(corrupted, labels)``: token ``t`` is selected when
+    ``u_select[t] < 0.15``; a selected token becomes ``mask_token_id`` when ``u_kind[t] <
+    0.8``, ``random_ids[t]`` when ``0.8 <= u_kind[t] < 0.9``, and stays itself otherwise;
+    ``labels`` is the original token where selected and ``-100`` elsewhere. Recognised
+    slips: every selected token masked (no 80/10/10), labels at every position, the
+    random and keep branches exchanged.
+    """
+    _require_callable(fn, "check_mlm_corruption")
+
+    @functools.wraps(fn)
+    def call(input_ids, u_select, u_kind, random_ids, mask_token_id):
+        result = fn(input_ids, u_select, u_kind, random_ids, int(mask_token_id))
+        if isinstance(result, tuple) and len(result) == 2:
+            return np.stack([np.asarray(result[0]), np.asarray(result[1])])
+        return result
+
+    ids = np.array([11, 12, 13, 14, 15, 16, 17, 18])
+    u_sel = np.array([0.05, 0.50, 0.10, 0.14, 0.90, 0.01, 0.15, 0.30])
+    u_kind = np.array([0.10, 0.20, 0.85, 0.95, 0.50, 0.79, 0.10, 0.99])
+    rand = np.array([40, 41, 42, 43, 44, 45, 46, 47])
+    batch_ids = np.array([[5, 6, 7], [8, 9, 10]])
+    raw = [
+        ("eight tokens, all three kinds", ids, u_sel, u_kind, rand, 3),
+        ("nothing selected", ids, np.full(8, 0.5), u_kind, rand, 3),
+        (
+            "a batch of two sequences",
+            batch_ids,
+            np.array([[0.1, 0.9, 0.0], [0.12, 0.2, 0.05]]),
+            np.array([[0.5, 0.5, 0.85], [0.95, 0.1, 0.2]]),
+            np.array([[30, 31, 32], [33, 34, 35]]),
+            1,
+        ),
+    ]
+    cases = [
+        Case(
+            name,
+            {
+                "input_ids": i,
+                "u_select": us,
+                "u_kind": uk,
+                "random_ids": r,
+                "mask_token_id": np.array(m),
+            },
+            _mlm_reference(i, us, uk, r, m),
+            hint="selected = u_select < 0.15; among them [MASK] if u_kind < 0.8, the random "
+            "id if u_kind < 0.9, else unchanged; labels = where(selected, input_ids, -100)",
+        )
+        for name, i, us, uk, r, m in raw
+    ]
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        args = [case.inputs[k] for k in ("input_ids", "u_select", "u_kind", "random_ids")]
+        m = int(case.inputs["mask_token_id"])
+        slips = [
+            (
+                _mlm_reference(*args, m, p_mask=1.0, p_random=0.0),
+                Finding(
+                    "every selected token became [MASK]: BERT masks 80%, replaces 10% by a "
+                    "random token and keeps 10%",
+                    "use u_kind to choose among [MASK] (< 0.8), random (< 0.9) and unchanged",
+                ),
+            ),
+            (
+                _mlm_reference(*args, m, labels_everywhere=True),
+                Finding(
+                    "labels are set at every position: the loss would also train the model to "
+                    "copy the tokens it can see",
+                    "labels = -100 wherever the token was not selected",
+                ),
+            ),
+            (
+                _swap_branches(*args, m),
+                Finding(
+                    "the random and the unchanged branches are exchanged (u_kind >= 0.9 should "
+                    "keep the token)",
+                    "0.8 <= u_kind < 0.9: random id; u_kind >= 0.9: unchanged",
+                ),
+            ),
+        ]
+        return _recognise(got, slips)
+
+    return run_checks(call, cases, check_name="check_mlm_corruption", diagnose=diagnose)
+
+
+def _swap_branches(ids, u_select, u_kind, random_ids, mask_id) -> np.ndarray:
+    selected = u_select < 0.15
+    corrupted = ids.copy()
+    corrupted[selected & (u_kind < 0.8)] = mask_id
+    swap = selected & (u_kind >= 0.9)
+    corrupted[swap] = random_ids[swap]
+    return np.stack([corrupted, np.where(selected, ids, IGNORE_INDEX)])
+
+
+# ---------------------------------------------------------------------------
+# The next-token distribution: temperature and top-k
+# ---------------------------------------------------------------------------
+
+
+def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
+    """Check ``fn(logits, temperature, top_k) -> probs``: softmax(z / τ) over the top ``k``.
+
+    ``top_k=None`` keeps every token. Recognised slips: the temperature multiplying the
+    logits, dividing the probabilities by the temperature, top-``k`` applied after the
+    softmax without renormalising, ``k - 1`` or ``k + 1`` tokens kept.
+    """
+    _require_callable(fn, "check_next_token_distribution")
+
+    @functools.wraps(fn)
+    def call(logits: np.ndarray, temperature: np.ndarray, top_k: np.ndarray) -> object:
+        k = int(top_k)
+        return fn(logits, float(temperature), None if k == 0 else k)
+
+    raw = [
+        ("τ = 1, every token", np.array([2.0, 1.0, 0.5, -1.0]), 1.0, 0),
+        ("τ = 0.5, every token", np.array([2.0, 1.0, 0.5, -1.0]), 0.5, 0),
+        ("τ = 2, top 2", np.array([[0.0, 3.0, 1.0, 2.0], [1.0, -1.0, 0.5, 0.0]]), 2.0, 2),
+        ("τ = 0.8, top 3 of 5", np.array([0.3, -0.2, 1.7, 0.9, 1.1]), 0.8, 3),
+        ("large logits, τ = 0.1", np.array([500.0, 499.0, -500.0]), 0.1, 2),
+    ]
+    cases = [
+        Case(
+            f"{name} (top_k = {k or 'None'})",
+            {"logits": z, "temperature": np.array(t), "top_k": np.array(k)},
+            next_token_distribution(z, temperature=t, top_k=k or None),
+            hint="divide the logits by τ, set all but the k largest to -inf, then take a "
+            "stable softmax",
+        )
+        for name, z, t, k in raw
+    ]
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        z = case.inputs["logits"]
+        t = float(case.inputs["temperature"])
+        k = int(case.inputs["top_k"]) or None
+        V = z.shape[-1]
+        slips = [
+            (
+                next_token_distribution(z * t * t, temperature=t, top_k=k),
+                Finding(
+                    "the logits were multiplied by τ instead of divided by it",
+                    "softmax(z / τ): a small τ must sharpen the distribution",
+                ),
+            )
+        ]
+        p_plain = softmax(z)
+        if k is not None and k < V:
+            keep = next_token_distribution(z, temperature=t, top_k=k) > 0
+            slips.append(
+                (
+                    np.where(keep, softmax(z / t), 0.0),
+                    Finding(
+                        "the tokens outside the top k were zeroed after the softmax without "
+                        "renormalising: the probabilities sum to less than 1",
+                        "set the logits outside the top k to -inf before the softmax",
+                    ),
+                )
+            )
+            for kk, what in ((k - 1, "k - 1"), (k + 1, "k + 1")):
+                if 1 <= kk <= V:
+                    slips.append(
+                        (
+                            next_token_distribution(z, temperature=t, top_k=kk),
+                            Finding(
+                                f"{what} tokens were kept instead of k",
+                                "keep exactly the k largest logits (np.sort(z)[..., -k])",
+                            ),
+                        )
+                    )
+        if t != 1:
+            slips.append(
+                (
+                    p_plain / t,
+                    Finding(
+                        "the probabilities were divided by τ: the temperature divides the "
+                        "logits, before the softmax",
+                        "softmax(z / τ)",
+                    ),
+                )
+            )
+        return _recognise(got, slips)
+
+    return run_checks(call, cases, check_name="check_next_token_distribution", diagnose=diagnose)
