@@ -7,10 +7,10 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from tests.png_compare import same_picture  # noqa: E402
+from tests.png_compare import same_picture
 
 
 def figure(y, title="spread", shift=0.0):
@@ -20,7 +20,9 @@ def figure(y, title="spread", shift=0.0):
     ax.set(title=title, ylim=(1e-3, 10), xlim=(0, 10))
     if shift:  # move the whole line by `shift` pixels upwards
         line = ax.get_lines()[0]
-        line.set_transform(line.get_transform() + matplotlib.transforms.Affine2D().translate(0, shift))
+        line.set_transform(
+            line.get_transform() + matplotlib.transforms.Affine2D().translate(0, shift)
+        )
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)
