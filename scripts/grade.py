@@ -44,6 +44,7 @@ import json
 import math
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -165,7 +166,7 @@ def {fn}():
         import helpers.checks as _hc
     finally:
         _sys.modules.update(_saved)
-    _result = _hc.run_self_check({check!r}, globals(), {function!r})
+    _result = _hc.run_self_check(getattr(_hc, {check!r}), globals(), {function!r})
     _out = _result.to_dict()
     _report = _result.report
     _out["memory"] = _report is not None and any(
@@ -254,12 +255,11 @@ def grade_notebook(
                 problem = run(cell, index, timeout)
                 name = _cell_name(index, cell)
                 if problem:
-                    why = (
-                        "did not stop when interrupted"
+                    gone = (
+                        f"the kernel did not stop when interrupted in {name}"
                         if problem == "unresponsive"
-                        else f"died (perhaps at {limit_text})"
+                        else f"the kernel died in {name} ({_death(client, limit_text)})"
                     )
-                    gone = f"the kernel {why} in {name}"
                     events.append(gone)
                     break
                 if id(cell) in client.timed_out:
@@ -293,6 +293,16 @@ def grade_notebook(
                         message=f"time limit: {function} did not return within {cell_timeout:g} s",
                     )
     return {"events": events, "results": results}
+
+
+def _death(client, limit_text: str) -> str:
+    """How the kernel ended: its exit status, or the signal that killed it."""
+    process = getattr(getattr(client.km, "provisioner", None), "process", None)
+    code = process.poll() if process is not None else None
+    if code is not None and code >= 0:
+        return f"exit status {code}"
+    killed = f"killed by {signal.Signals(-code).name}" if code is not None else "no exit status"
+    return f"{killed}; an allocation at {limit_text} can do that"
 
 
 def _parse_grading(cell, nonce: str, function: str, cell_timeout: float, limit: str) -> dict:
