@@ -182,6 +182,7 @@ class Converter:
         self.fignumbers = self.env.toc_fignumbers.get(docname, {})
         self.cell = "?"  # the chapter cell being converted, for error messages
         self.solution_cells: dict[str, list] = {}  # exercise label -> ids of its solution
+        self.exercises: dict[str, str] = {}  # exercise label -> its number ("2.1")
 
     # -------------------------------------------------------------- errors, numbers
 
@@ -274,6 +275,8 @@ class Converter:
 
     def exercise_title(self, node: nodes.Element) -> str:
         number = self.number(node.get("type", "exercise"), node["ids"][0]) if node["ids"] else ""
+        if node["ids"]:
+            self.exercises[node["ids"][0]] = number
         title = node.next_node(nodes.title)
         name = "Exercise" + (f" {number}" if number else "")
         sub = self.inline(title).strip() if title is not None else ""
@@ -676,7 +679,9 @@ class Converter:
                 piece.append(("md", self.block(event[1])))
             elif kind == "exercise":
                 level = min(event[1] + 1, 6)
-                piece.append(("heading", "#" * level + " " + self.exercise_title(event[2])))
+                label = event[2]["ids"][0] if event[2]["ids"] else ""
+                title = self.exercise_title(event[2])
+                piece.append(("heading", "#" * level + " " + title, label))
             elif kind == "solution":
                 level = min(event[1] + 2, 6)
                 solution_heading.append(level)
@@ -724,11 +729,11 @@ class Converter:
                     open_solution = None
                     chunks.append(["text", [], None])
                 elif piece[0] == "heading":
-                    chunks.append(["exercise", [piece[1]], open_solution])
+                    chunks.append(["exercise", [piece[1]], open_solution, piece[2]])
                 else:
                     chunks[-1][1].append(piece[1])
             first = True
-            for kind, chunk, solution in chunks:
+            for kind, chunk, solution, *exercise in chunks:
                 text = join_blocks(chunk)
                 if not text:
                     continue
@@ -738,6 +743,8 @@ class Converter:
                 if solution is not None:
                     new["metadata"][META]["solution"] = solution
                     self.solution_cells.setdefault(solution, []).append(new.get("id"))
+                if exercise and exercise[0]:
+                    new["metadata"][META]["exercise"] = exercise[0]
                 out.append(new)
                 first = False
         self.check_solutions_end(out)
@@ -830,6 +837,8 @@ class ColabBuilder(Builder):
                 c["metadata"]["id"] = c["id"]  # Colab names cells by metadata.id
         metadata[META] = {
             "chapter": str(path.relative_to(self.srcdir)),
+            "site": self.site,
+            "exercises": converter.exercises,
             "solutions": converter.solution_cells,
         }
         colab = metadata.setdefault("colab", {})
