@@ -110,7 +110,13 @@ def _value(path: str, srcdir: Path) -> tuple[object, Path]:
     """The constant named by ``module.NAME``; ``grade`` is scripts/grade.py."""
     module_name, _, name = path.rpartition(".")
     if module_name == "grade":
-        file = srcdir / "scripts" / "grade.py"
+        # The student edition is built from a copy of the book's sources without
+        # scripts/: then the repository is where the (editable) helpers package lives.
+        repository = Path(importlib.import_module("helpers").__file__).resolve().parents[1]
+        file = next(
+            (d / "scripts" / "grade.py" for d in (srcdir, repository) if (d / "scripts").is_dir()),
+            srcdir / "scripts" / "grade.py",
+        )
         spec = importlib.util.spec_from_file_location("_book_grade", file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # its dataclasses look their module up there
