@@ -62,8 +62,12 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 MARK = "colab-edition-cell"
-# Cell metadata that marks what the edition added or how a cell relates to the chapter,
-# for readers of the edition (e.g. the student edition, which replaces solutions).
+# Cell metadata that marks what the edition added or how a cell relates to the chapter
+# (chapter_cell; role: exercise or caption; exercise: the label of an exercise's cell;
+# solution: the exercise label of a solution's cell), and notebook metadata (chapter;
+# site: the online book's address; exercises: label -> number; solutions: label -> the
+# ids of its cells), for readers of the edition: scripts/student_edition.py replaces
+# the solutions with starting cells from them.
 META = "colab_edition"
 
 ADMONITION_TITLES = {
