@@ -9,10 +9,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/_static/*.js book/_static/*.css book/_templates/*.html) \
-                $(wildcard notebooks/*.ipynb) scripts/book.py
+BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html) \
+                $(wildcard notebooks/*.ipynb) scripts/book.py scripts/grade.py
 
-.PHONY: book student pages test lint unit nbval html browser colab workflows linkcheck execute edition clean
+.PHONY: book student pages grade test lint unit nbval html browser colab workflows linkcheck execute edition clean
 
 book: $(BIN)/.book-installed node_modules/.installed _build/html/.built
 	@echo
@@ -57,6 +57,12 @@ execute: $(BIN)/.book-installed
 # chapter (a few seconds).
 edition: $(BIN)/.book-installed
 	$(PY) scripts/colab_edition.py
+
+# Grade a folder of submitted notebooks (see book/instructors.md; it runs the students' code):
+#   make grade DIR=submissions [OUT=results.csv] [JOBS=1]
+grade: $(BIN)/.book-installed
+	@test -n "$(DIR)" || { echo "usage: make grade DIR=folder-of-notebooks [OUT=results.csv] [JOBS=1]"; exit 2; }
+	$(PY) scripts/grade.py "$(DIR)" --out "$(or $(OUT),results.csv)" --jobs $(or $(JOBS),1)
 
 test: $(BIN)/.test-installed node_modules/.installed
 	$(PY) scripts/run_tests.py

@@ -1,0 +1,363 @@
+"""The grading command, scripts/grade.py, on reference, student and misbehaving notebooks.
+
+Each test runs the command itself (a subprocess, as `make grade` does) on a folder of
+notebooks and reads the CSV it writes. The limits are small where the notebooks are
+small (a loop costs two time limits: the student's own check cell, then the grading).
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import grade
+
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+STUDENT = ROOT / "editions" / "student"
+EXERCISES = grade.load_exercises()
+
+
+def run_grade(folder: Path, *options: str) -> tuple[list[dict], str]:
+    """Run the command on `folder`; return the CSV's rows and what it printed."""
+    out = folder.parent / f"{folder.name}.csv"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "grade.py"),
+            str(folder),
+            "--out",
+            str(out),
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=3600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows and list(rows[0]) == list(grade.COLUMNS)
+    return rows, done.stdout
+
+
+def expected_items(stem: str) -> list[tuple[str, str, str]]:
+    return grade.graded_items(EXERCISES[stem])
+
+
+def notebook(*cells: str, metadata: dict | None = None) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.metadata.update(metadata or {})
+    nb.cells = [nbformat.v4.new_code_cell(textwrap.dedent(c).strip()) for c in cells]
+    return nb
+
+
+# ---------------------------------------------------------------------------
+# Submissions of chapter 1, written for the test: right, wrong, looping, hogging, crashing
+# ---------------------------------------------------------------------------
+
+SETUP = """
+    import numpy as np
+    import helpers
+    """
+RIGHT = {
+    "my_softmax_jacobian": """
+        def my_softmax_jacobian(z):
+            p = helpers.softmax(z)
+            return np.diag(p) - np.outer(p, p)
+        """,
+    "my_softmax": """
+        def my_softmax(z):
+            e = np.exp(z - z.max())
+            return e / e.sum()
+        """,
+    "my_logsumexp": """
+        def my_logsumexp(z):
+            m = z.max()
+            return m + np.log(np.exp(z - m).sum())
+        """,
+    "my_log_softmax": """
+        def my_log_softmax(z):
+            return z - my_logsumexp(z)
+        """,
+    "my_entropy": """
+        def my_entropy(p):
+            q = p[p > 0]
+            return -np.sum(q * np.log(q))
+        """,
+}
+WRONG_SOFTMAX = """
+    def my_softmax(z):  # the textbook formula: overflows for large logits
+        return np.exp(z) / np.exp(z).sum()
+    """
+LOOPING_ENTROPY = """
+    def my_entropy(p):
+        total = 0.0
+        while True:  # never returns
+            total += 1.0
+    """
+# np.empty reserves address space, which the limit (RLIMIT_AS) counts, without writing
+# to it: the test reaches the limit in milliseconds instead of filling 2 GB of memory.
+HOGGING_SOFTMAX = """
+    def my_softmax(z):
+        blocks = []
+        while True:  # allocates without bound
+            blocks.append(np.empty(10**7))
+    """
+HOGGING_CELL = "hoard = [np.empty(10**7) for _ in range(10**6)]"  # 80 TB
+
+
+def chapter_one(*extra: str, **replaced: str) -> nbformat.NotebookNode:
+    """A chapter-1 submission: each function in its own cell, followed by its self-check."""
+    cells = [SETUP, *extra]
+    checks = {f: c for _, c, f in expected_items("01_softmax")}
+    for function, source in RIGHT.items():
+        cells.append(replaced.get(function, source))
+        cells.append(f"helpers.checks.{checks[function]}({function})")
+    return notebook(*cells)
+
+
+def grade_a_class(tmp_path: Path) -> tuple[dict[str, list[dict]], str]:
+    """Grade six chapter-1 submissions in one run; return each student's rows and the summary."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    submissions = {
+        "alice_01_softmax.ipynb": chapter_one(),
+        "bob_01_softmax.ipynb": chapter_one(my_softmax=WRONG_SOFTMAX, my_entropy=LOOPING_ENTROPY),
+        "carol_01_softmax.ipynb": chapter_one(HOGGING_CELL, my_softmax=HOGGING_SOFTMAX),
+        # Crashes its kernel half-way: the run must go on with the next notebook.
+        "dave_01_softmax.ipynb": notebook(SETUP, RIGHT["my_softmax"], "import os\nos._exit(1)"),
+        # Named only like the chapter: the folder names the student.
+        "erin/Copy of 01_softmax.ipynb": chapter_one(),
+        "frank_homework.ipynb": notebook(SETUP),  # no way to tell the chapter
+    }
+    for name, nb in submissions.items():
+        (folder / name).parent.mkdir(exist_ok=True)
+        nbformat.write(nb, folder / name)
+    rows, printed = run_grade(
+        folder,
+        "--cell-timeout",
+        "5",
+        "--memory-mb",
+        "2048",
+        "--jobs",
+        "2",
+        "--total-timeout",
+        "120",
+    )
+    by_student: dict[str, list[dict]] = {}
+    for row in rows:
+        by_student.setdefault(row["student"], []).append(row)
+    return by_student, printed
+
+
+def graded_rows(rows: list[dict]) -> dict[str, dict]:
+    return {r["function"]: r for r in rows if r["exercise"] != grade.NOTEBOOK_ROW}
+
+
+def notebook_rows(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["exercise"] == grade.NOTEBOOK_ROW]
+
+
+def check_every_student_is_named_and_gets_a_row_per_self_check(class_results):
+    by_student, _ = class_results
+    assert sorted(by_student) == ["alice", "bob", "carol", "dave", "erin", "frank_homework"]
+    items = expected_items("01_softmax")
+    for student in ("alice", "bob", "carol", "dave", "erin"):
+        graded = [r for r in by_student[student] if r["exercise"] != grade.NOTEBOOK_ROW]
+        assert [(r["exercise"], r["check"], r["function"]) for r in graded] == items
+        assert {r["chapter"] for r in graded} == {"01_softmax"}
+
+
+def check_a_right_submission_passes_everything(class_results):
+    by_student, _ = class_results
+    for student in ("alice", "erin"):
+        rows = by_student[student]
+        assert {r["status"] for r in rows} == {"passed"}, rows
+        assert not notebook_rows(rows)
+
+
+def check_exactly_the_wrong_answer_and_the_infinite_loop_are_reported(class_results):
+    by_student, _ = class_results
+    rows = by_student["bob"]
+    graded = graded_rows(rows)
+    wrong = {f: r for f, r in graded.items() if r["status"] != "passed"}
+    assert sorted(wrong) == ["my_entropy", "my_softmax"]
+    assert wrong["my_softmax"]["status"] == "failed"
+    assert wrong["my_softmax"]["message"].startswith("large logits: the output contains nan")
+    assert wrong["my_entropy"]["status"] == "error"
+    assert wrong["my_entropy"]["message"] == "time limit: my_entropy did not return within 5 s"
+    # The notebook's own check cell looped too: the (notebook) row names that cell.
+    (note,) = notebook_rows(rows)
+    assert note["status"] == "error"
+    assert "was stopped by the time limit of 5 s per cell" in note["message"]
+    assert "('helpers.checks.check_entropy(my_entropy)')" in note["message"]
+
+
+def check_unbounded_allocation_is_stopped_by_the_memory_limit(class_results):
+    by_student, _ = class_results
+    rows = by_student["carol"]
+    graded = graded_rows(rows)
+    assert graded["my_softmax"]["status"] == "error"
+    assert graded["my_softmax"]["message"].startswith(
+        "memory limit: my_softmax ran out of memory (MemoryError at the memory limit of 2048 MB)"
+    )
+    assert {r["status"] for f, r in graded.items() if f != "my_softmax"} == {"passed"}
+    # The cell that hoarded at the top level: reported, and its memory freed for the rest.
+    (note,) = notebook_rows(rows)
+    assert note["message"] == (
+        f"cell 2 ({HOGGING_CELL!r}) ran out of memory (MemoryError at the memory limit of 2048 MB)"
+    )
+
+
+def check_a_crashed_kernel_gets_clear_rows_and_the_run_goes_on(class_results):
+    by_student, printed = class_results
+    rows = by_student["dave"]
+    assert {r["status"] for r in rows} == {"error"}
+    (note,) = notebook_rows(rows)
+    assert note["message"] == "the kernel died in cell 3 ('import os') (exit status 1)"
+    assert all(
+        r["message"].startswith("not graded: the kernel died") for r in graded_rows(rows).values()
+    )
+    # Notebooks after it were graded (the summary has a line for each).
+    for student in ("erin", "frank_homework"):
+        assert any(line.startswith(student) for line in printed.splitlines())
+
+
+def check_a_notebook_of_no_known_chapter_gets_one_clear_row(class_results):
+    by_student, _ = class_results
+    (row,) = by_student["frank_homework"]
+    assert row["exercise"] == grade.NOTEBOOK_ROW and row["status"] == "error"
+    assert row["message"].startswith("cannot tell which chapter this is")
+
+
+def test_a_class_of_right_wrong_looping_hogging_and_crashing_notebooks(tmp_path):
+    # One grading run for all of them (each check_* below looks at one aspect), so that
+    # the unit step's two workers do not grade the class twice.
+    results = grade_a_class(tmp_path)
+    check_every_student_is_named_and_gets_a_row_per_self_check(results)
+    check_a_right_submission_passes_everything(results)
+    check_exactly_the_wrong_answer_and_the_infinite_loop_are_reported(results)
+    check_unbounded_allocation_is_stopped_by_the_memory_limit(results)
+    check_a_crashed_kernel_gets_clear_rows_and_the_run_goes_on(results)
+    check_a_notebook_of_no_known_chapter_gets_one_clear_row(results)
+
+
+# ---------------------------------------------------------------------------
+# Who and which chapter, without running anything
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("relative", "student"),
+    [
+        ("alice.ipynb", "alice"),
+        ("alice_01_softmax.ipynb", "alice"),
+        ("01_softmax-alice.ipynb", "alice"),
+        ("Copy of 01_softmax - alice.ipynb", "alice"),
+        ("alice/01_softmax.ipynb", "alice"),
+        ("alice/Copy of 01_softmax (1).ipynb", "alice"),
+        ("01_softmax.ipynb", "01_softmax"),
+    ],
+)
+def test_the_student_is_named_by_the_file(tmp_path, relative, student):
+    assert grade.student_name(tmp_path / relative, tmp_path, "01_softmax") == student
+
+
+def test_the_chapter_comes_from_metadata_then_file_name_then_title():
+    stems = list(EXERCISES)
+    titles = grade.chapter_titles(stems)
+    assert titles["01_softmax"] == "The softmax function"
+    meta = notebook(
+        metadata={"colab_edition": {"chapter": "notebooks/02_scaled_dot_product_attention.ipynb"}}
+    )
+    assert grade.identify_chapter(meta, Path("01_softmax.ipynb"), stems, titles) == stems[1]
+    plain = notebook()
+    assert grade.identify_chapter(
+        plain, Path("x_04_positional_encodings.ipynb"), stems, titles
+    ) == ("04_positional_encodings")
+    titled = notebook()
+    titled.cells.insert(0, nbformat.v4.new_markdown_cell("# 1. The softmax function\n\nText."))
+    assert grade.identify_chapter(titled, Path("homework.ipynb"), stems, titles) == "01_softmax"
+    assert grade.identify_chapter(plain, Path("homework.ipynb"), stems, titles) is None
+
+
+# ---------------------------------------------------------------------------
+# The book's own notebooks: every chapter's reference solutions pass; the starting cells
+# of the student notebooks are not attempted. One chapter per test, so that the unit
+# step's two workers share them. Grading executes the whole chapter, so the student
+# notebooks are graded for two chapters here (the Colab test, tests/colab, runs every
+# student notebook and every self-check on its starting cells).
+# ---------------------------------------------------------------------------
+
+REFERENCE_LIMITS = ("--cell-timeout", "600", "--total-timeout", "1800", "--memory-mb", "2048")
+STUDENT_SAMPLE = ("01_softmax", "03_multi_head_attention")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_reference_solutions_pass_and_starting_cells_are_not_attempted(tmp_path, chapter):
+    stem = chapter.stem
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    shutil.copy(chapter, folder / f"reference_{stem}.ipynb")
+    expected = {"reference": "passed"}
+    if stem in STUDENT_SAMPLE:
+        shutil.copy(STUDENT / chapter.name, folder / f"student_{stem}.ipynb")
+        expected["student"] = "not attempted"
+    rows, _ = run_grade(folder, *REFERENCE_LIMITS)
+    assert {r["student"] for r in rows} == set(expected)
+    items = expected_items(stem)
+    for student, status in expected.items():
+        mine = [r for r in rows if r["student"] == student]
+        assert not notebook_rows(mine), notebook_rows(mine)
+        assert [(r["exercise"], r["check"], r["function"]) for r in mine] == items
+        assert {r["chapter"] for r in mine} == {stem}
+        wrong = [r for r in mine if r["status"] != status]
+        assert not wrong, wrong
+        if status == "not attempted":
+            for row in mine:
+                assert (
+                    row["message"]
+                    == f"{row['function']} raises NotImplementedError: not attempted yet"
+                )
+
+
+def test_the_sampled_student_notebooks_exist():
+    for stem in STUDENT_SAMPLE:
+        assert (STUDENT / f"{stem}.ipynb").exists(), stem
+
+
+def test_the_exercise_list_names_what_the_student_notebooks_check():
+    for chapter in CHAPTERS:
+        path = STUDENT / chapter.name
+        if not path.exists():
+            pytest.fail(f"{path} is missing (the student notebooks)")
+        meta = nbformat.read(path, as_version=4).metadata.get("student_edition", {})
+        recorded = [
+            (label, check, function)
+            for label, entry in meta.get("exercises", {}).items()
+            for check, function in entry.get("checks", [])
+        ]
+        assert sorted(recorded) == sorted(expected_items(chapter.stem)), chapter.stem
+
+
+def test_the_list_is_the_one_the_grader_reads():
+    data = yaml.safe_load((ROOT / "book" / "exercises.yml").read_text())
+    assert list(EXERCISES) == [c["notebook"] for c in data["chapters"]]
