@@ -38,6 +38,12 @@ from helpers.checks.attention import (
     check_causal_mask,
     check_masked_attention,
 )
+from helpers.checks.cost import (
+    check_causal_linear_attention,
+    check_kv_cache_bytes,
+    check_online_softmax_merge,
+    check_tiled_attention,
+)
 from helpers.checks.core import (
     ATOL_FLOAT32,
     ATOL_FLOAT64,
@@ -94,9 +100,11 @@ __all__ = [
     "check_attention",
     "check_attention_grad",
     "check_block_parameter_count",
+    "check_causal_linear_attention",
     "check_causal_mask",
     "check_encoder_block",
     "check_entropy",
+    "check_kv_cache_bytes",
     "check_layer_norm",
     "check_layer_norm_backward",
     "check_load_balancing_loss",
@@ -108,12 +116,14 @@ __all__ = [
     "check_mlm_corruption",
     "check_multi_head_attention",
     "check_next_token_distribution",
+    "check_online_softmax_merge",
     "check_rope",
     "check_rope_layout_conversion",
     "check_sinusoidal_encoding",
     "check_sinusoidal_shift",
     "check_softmax",
     "check_softmax_jacobian",
+    "check_tiled_attention",
     "check_top_k_gating",
     "run_checks",
 ]
