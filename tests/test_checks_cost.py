@@ -209,7 +209,9 @@ def test_causal_linear_right_answers_pass(fn):
 
 def test_causal_linear_helper_passes():
     assert_all_passed(
-        check_causal_linear_attention(lambda Q, K, V: helpers.linear_attention(Q, K, V, causal=True))
+        check_causal_linear_attention(
+            lambda Q, K, V: helpers.linear_attention(Q, K, V, causal=True)
+        )
     )
 
 
@@ -290,11 +292,10 @@ def test_kv_wrong_answers_are_named(fn, problem):
 
 
 def test_kv_query_heads_in_place_of_kv_heads_is_named():
-    heads = {12: 12, 8: 32, 1: 16}  # the models of the cases: key/value heads -> query heads
-    heads_80 = 64
+    heads = {12: 12, 32: 32, 24: 16, 80: 64}  # the cases' models: layers -> query heads
 
     def with_query_heads(L, h_kv, d, n, b, nb):
-        h = heads_80 if L == 80 else heads[h_kv]
+        h = heads[L]
         return 2 * L * n * h * d * b * nb
 
     report = check_kv_cache_bytes(with_query_heads)

@@ -29,7 +29,9 @@ __all__ = [
 _SLIP_RTOL, _SLIP_ATOL = 1e-6, 1e-9
 
 
-def _first_match(got: np.ndarray, candidates: dict[str, tuple[np.ndarray, Finding]]) -> list[Finding]:
+def _first_match(
+    got: np.ndarray, candidates: dict[str, tuple[np.ndarray, Finding]]
+) -> list[Finding]:
     """The finding of the first candidate answer equal to ``got``, or []."""
     with np.errstate(all="ignore"):
         for answer, finding in candidates.values():
@@ -71,7 +73,9 @@ def _merge_pick(result: object) -> np.ndarray:
         mu, ell = (np.asarray(r, dtype=np.float64) for r in result)
         return np.stack([mu, ell])
     except (TypeError, ValueError) as err:
-        raise _Unusable(repr(result)[:80], f"could not read (mu, ell) as arrays: {err}", "") from err
+        raise _Unusable(
+            repr(result)[:80], f"could not read (mu, ell) as arrays: {err}", ""
+        ) from err
 
 
 def _merge_diagnose(mu1, l1, mu2, l2) -> Diagnose:
@@ -97,7 +101,10 @@ def _merge_diagnose(mu1, l1, mu2, l2) -> Diagnose:
                 ),
                 "larger sum": (
                     np.stack([mu, np.maximum(l1, l2)]),
-                    Finding("ell is the larger of the two sums; it is their rescaled sum", _MERGE_FORMULA),
+                    Finding(
+                        "ell is the larger of the two sums; it is their rescaled sum",
+                        _MERGE_FORMULA,
+                    ),
                 ),
                 "sum of maxima": (
                     np.stack([mu1 + mu2, _merge_reference(mu1, l1, mu2, l2)[1]]),
@@ -119,7 +126,9 @@ def _merge_diagnose(mu1, l1, mu2, l2) -> Diagnose:
 
 
 def check_online_softmax_merge(
-    fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[npt.ArrayLike, npt.ArrayLike]],
+    fn: Callable[
+        [np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[npt.ArrayLike, npt.ArrayLike]
+    ],
 ) -> CheckReport:
     """Check the reader's merge of two blocks' running maxima and sums (the online softmax).
 
@@ -354,7 +363,12 @@ def check_tiled_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
     memory = _memory_case(
         fn,
         "check_tiled_attention",
-        Case(f"no n x m matrix: n = m = {n_big}", {"Q": Qb, "K": Kb, "V": Vb}, expected_big, _TILED_FORMULA),
+        Case(
+            f"no n x m matrix: n = m = {n_big}",
+            {"Q": Qb, "K": Kb, "V": Vb},
+            expected_big,
+            _TILED_FORMULA,
+        ),
         block_big,
         f"Q, K, V: ({n_big}, 4) each; block_size = {block_big}; peak memory measured",
         n_big,
@@ -384,7 +398,9 @@ def _relu1(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0.0) + 1.0
 
 
-def _causal_linear(Q, K, V, *, phi=_elu1, num="causal", den="causal", exclusive=False, normalise=True):
+def _causal_linear(
+    Q, K, V, *, phi=_elu1, num="causal", den="causal", exclusive=False, normalise=True
+):
     Qf, Kf = phi(Q), phi(K)
     H = np.cumsum(Kf[:, :, None] * V[:, None, :], axis=0)
     z = np.cumsum(Kf, axis=0)
@@ -456,6 +472,32 @@ def _linear_diagnose(Q, K, V) -> Diagnose:
     return diagnose
 
 
+def _exclusive_pick(Q, K, V) -> Callable[[object], object]:
+    """Recognise sums over j < i, which make the first row 0 / 0 (nan) before the core sees it."""
+    with np.errstate(all="ignore"):
+        exclusive = _causal_linear(Q, K, V, exclusive=True)
+
+    def pick(result: object) -> object:
+        try:
+            got = np.asarray(result, dtype=np.float64)
+        except (TypeError, ValueError):
+            return result
+        if (
+            got.shape == exclusive.shape
+            and np.isnan(got[0]).all()
+            and np.allclose(got[1:], exclusive[1:], rtol=_SLIP_RTOL, atol=_SLIP_ATOL)
+        ):
+            raise _Unusable(
+                "nan in the first row, the sums over j < i in the others",
+                "the sums stop before the query's own key (j < i), so the first token sees no "
+                "key at all (0 / 0); token i may attend to itself",
+                "add phi(k_i)^T v_i to the state before using it for query i",
+            )
+        return result
+
+    return pick
+
+
 def check_causal_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
     """Check the reader's causal linear attention with the feature map elu + 1.
 
@@ -502,6 +544,7 @@ def check_causal_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckRepo
                 lambda *arrays: arrays,
                 f"Q: {Q.shape}, K: {K.shape}, V: {V.shape}",
                 _linear_diagnose(Q, K, V),
+                pick=_exclusive_pick(Q, K, V),
             )
         )
     report = _run(fn, "check_causal_linear_attention", specs)
@@ -550,11 +593,14 @@ def _kv_diagnose(L: int, h_kv: int, d_head: int, n: int, b: int, nbytes: int, h:
                 right // nbytes,
                 "bytes_per_number is missing: this is a count of numbers, not of bytes",
             ),
+        }
+        candidates = {
             "query heads": (
                 2 * L * n * h * d_head * b * nbytes,
-                f"the query heads ({h}) are used in place of the key/value heads ({h_kv}): with "
+                f"the query heads ({h}) are used instead of the key/value heads ({h_kv}): with "
                 "grouped-query attention only the key/value heads are cached",
             ),
+            **candidates,
         }
         value = float(np.asarray(got).reshape(-1)[0])
         for expected, text in candidates.values():
@@ -592,9 +638,18 @@ def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], object]) -
     # (name, num_layers, num_kv_heads, d_head, n, batch, bytes, query heads of the model)
     layouts = [
         ("GPT-2 small's shape: 12 layers, 12 heads of 64, float32", 12, 12, 64, 1024, 1, 4, 12),
-        ("grouped-query: 32 layers, 8 of 32 heads kept, float16, batch 4", 32, 8, 128, 8192, 4, 2, 32),
+        (
+            "grouped-query: 32 layers, 8 of 32 heads kept, float16, batch 4",
+            32,
+            8,
+            128,
+            8192,
+            4,
+            2,
+            32,
+        ),
         ("multi-query: one key/value head, 24 layers, bfloat16", 24, 1, 128, 2048, 16, 2, 16),
-        ("80 layers, 8 key/value heads, 4096 tokens", 80, 8, 128, 4096, 3, 2, 64),
+        ("80 layers, 16 of 64 heads kept, 4096 tokens", 80, 16, 128, 4096, 3, 2, 64),
     ]
     specs = []
     for name, L, h_kv, d, n, b, nb, h in layouts:
