@@ -347,3 +347,14 @@ def test_bad_values_and_backward_shapes():
         flash_attention_backward(Q, K, V, out.T, lse, out)
     with pytest.raises(ValueError, match=r"lse contains nan or \+inf"):
         flash_attention_backward(Q, K, V, out, np.full(4, np.inf), out)
+
+
+@pytest.mark.parametrize(("n", "m"), [(0, 3), (3, 0), (0, 0)])
+def test_empty_sequences(n, m):
+    Q, K, V = np.ones((2, n, 4)), np.ones((2, m, 4)), np.ones((2, m, 3))
+    out, lse = flash_attention(Q, K, V, causal=True)
+    ref, _ = scaled_dot_product_attention(Q, K, V)
+    assert out.shape == ref.shape == (2, n, 3) and np.all(out == 0) and np.all(np.isneginf(lse))
+    grads = flash_attention_backward(Q, K, V, out, lse, np.ones_like(out))
+    assert [g.shape for g in grads] == [Q.shape, K.shape, V.shape]
+    assert all(np.all(g == 0) for g in grads)

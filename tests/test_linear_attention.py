@@ -9,6 +9,8 @@ biased one).
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -23,13 +25,15 @@ from helpers.linear_attention import (
 )
 from helpers.masks import causal_mask
 
+linear_module = importlib.import_module("helpers.linear_attention")
+
 TOL = 1e-12
 
 SHAPES = {
     "self": ((37, 8), (37, 8), (37, 8)),
     "cross": ((23, 6), (41, 6), (41, 3)),
     "more queries": ((300, 4), (140, 4), (140, 5)),  # n > m: first queries see nothing
-    "chunk edges": ((257, 4), (257, 4), (257, 3)),  # across the 128-query chunks
+    "chunk edges": ((513, 4), (513, 4), (513, 3)),  # across the 256-query chunks
     "batched": ((2, 3, 19, 5), (3, 29, 5), (1, 29, 4)),
 }
 
@@ -63,15 +67,18 @@ def test_elu_attention_equals_the_quadratic_form(name, causal):
 
 def test_causal_linear_attention_is_a_running_state():
     """Output i depends only on keys j <= i: changing later keys leaves it unchanged."""
-    Q, K, V = _inputs(((200, 4), (200, 4), (200, 3)), seed=1)
+    C = linear_module._CAUSAL_CHUNK
+    n = 2 * C + 50
+    Q, K, V = _inputs(((n, 4), (n, 4), (n, 3)), seed=1)
     out = linear_attention(Q, K, V, causal=True)
     K2, V2 = K.copy(), V.copy()
-    K2[150:] += 5.0
-    V2[150:] -= 3.0
+    K2[C + 20 :] += 5.0
+    V2[C + 20 :] -= 3.0
     out2 = linear_attention(Q, K2, V2, causal=True)
-    assert np.array_equal(out[:150], out2[:150]) and not np.allclose(out[150:], out2[150:])
-    # one query at a time through the last keys gives the last rows
-    for i in (0, 127, 128, 199):
+    assert np.array_equal(out[: C + 20], out2[: C + 20])
+    assert not np.allclose(out[C + 20 :], out2[C + 20 :])
+    # one query at a time, against the keys up to it, gives the same rows
+    for i in (0, C - 1, C, C + 1, 2 * C, n - 1):
         np.testing.assert_allclose(
             linear_attention(Q[i : i + 1], K[: i + 1], V[: i + 1]), out[i : i + 1], atol=TOL
         )
@@ -309,3 +316,15 @@ def test_performer_bad_projection():
         performer_attention(Q, K, V, np.ones(8))
     with pytest.raises(ValueError, match="projection must be finite"):
         performer_attention(Q, K, V, np.full((3, 8), np.nan))
+
+
+@pytest.mark.parametrize(("n", "m"), [(0, 3), (3, 0)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_empty_sequences(n, m, causal):
+    Q, K, V = np.ones((2, n, 4)), np.ones((2, m, 4)), np.ones((2, m, 3))
+    W = np.ones((3, 4))
+    for out in (
+        linear_attention(Q, K, V, causal=causal),
+        performer_attention(Q, K, V, W, causal=causal),
+    ):
+        assert out.shape == (2, n, 3) and np.all(out == 0)
