@@ -38,12 +38,6 @@ from helpers.checks.attention import (
     check_causal_mask,
     check_masked_attention,
 )
-from helpers.checks.cost import (
-    check_causal_linear_attention,
-    check_kv_cache_bytes,
-    check_online_softmax_merge,
-    check_tiled_attention,
-)
 from helpers.checks.core import (
     ATOL_FLOAT32,
     ATOL_FLOAT64,
@@ -54,6 +48,12 @@ from helpers.checks.core import (
     CheckReport,
     Finding,
     run_checks,
+)
+from helpers.checks.cost import (
+    check_causal_linear_attention,
+    check_kv_cache_bytes,
+    check_online_softmax_merge,
+    check_tiled_attention,
 )
 from helpers.checks.models import (
     check_load_balancing_loss,
