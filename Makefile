@@ -12,7 +12,7 @@ PY     := $(BIN)/python
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/_static/*.js book/_static/*.css book/_templates/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py
 
-.PHONY: book student test lint unit nbval html browser colab workflows linkcheck execute edition clean
+.PHONY: book student pages test lint unit nbval html browser colab workflows linkcheck execute edition clean
 
 book: $(BIN)/.book-installed node_modules/.installed _build/html/.built
 	@echo
@@ -42,13 +42,19 @@ student: $(BIN)/.book-installed node_modules/.installed
 	$(PY) scripts/book.py --student
 	@echo "Student edition: $(CURDIR)/_build/student/_build/html/index.html"
 
+# The site as GitHub Pages publishes it (.github/workflows/pages.yml): the book in
+# _build/pages, the student edition in _build/pages/student/.
+pages: book student
+	$(PY) scripts/book.py --pages _build/pages
+
 # Re-execute notebooks and store their outputs (all, or NB=notebooks/01_softmax.ipynb),
-# then regenerate the Colab edition (editions/colab/) from them.
+# then regenerate the Colab and student editions (editions/colab/, editions/student/).
 execute: $(BIN)/.book-installed
 	$(PY) scripts/execute_notebooks.py $(NB)
 	$(PY) scripts/colab_edition.py
 
-# The Colab edition alone: editions/colab/NN_topic.ipynb from every chapter (a few seconds).
+# The Colab and student editions alone: editions/{colab,student}/NN_topic.ipynb from every
+# chapter (a few seconds).
 edition: $(BIN)/.book-installed
 	$(PY) scripts/colab_edition.py
 

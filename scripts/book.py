@@ -1,5 +1,9 @@
 """Build the book's HTML (used by `make book`; `--student` builds the student edition).
 
+`--pages DIR` builds nothing: it puts the two built editions together as GitHub Pages
+publishes them (`make pages`; the Pages workflow), the book at the root of DIR and the
+student edition under DIR/student/.
+
 Runs Jupyter Book with warnings as errors and nitpicky references, then serves MathJax 3
 from the site itself: the npm package `mathjax` (installed into node_modules by
 `make book`) is copied into _static/mathjax, where `mathjax_path` in _config.yml points.
@@ -72,12 +76,17 @@ def strip_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+STUDENT_NOTEBOOKS = "editions/student"  # what the student edition's launch buttons open
+
+
 def stage_student_edition(stage: Path) -> Path:
-    """Copy the book's sources to `stage`, with every solution removed."""
+    """Copy the book's sources to `stage`, with every solution removed; its Colab and
+    Binder buttons open the student notebooks (editions/student/)."""
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["title"] += " (student edition)"
+    config["sphinx"].setdefault("config", {})["book_launch_edition"] = STUDENT_NOTEBOOKS
     (stage / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False))
     shutil.copy(ROOT / "_toc.yml", stage)
     shutil.copytree(ROOT / "book", stage / "book")
@@ -119,10 +128,36 @@ def build(student: bool) -> Path:
     return html
 
 
+BOOK_HTML = ROOT / "_build" / "html"
+STUDENT_HTML = ROOT / "_build" / "student" / "_build" / "html"
+STUDENT_PATH = "student"  # where the student edition is published, beside the book
+
+
+def assemble_pages(target: Path) -> Path:
+    """The site as published: the book in `target`, the student edition in target/student/."""
+    for html, command in ((BOOK_HTML, "make book"), (STUDENT_HTML, "make student")):
+        if not (html / "index.html").exists():
+            sys.exit(f"{html.relative_to(ROOT)} is not built: run `{command}` first")
+    if (BOOK_HTML / STUDENT_PATH).exists():
+        sys.exit(f"the book has its own {STUDENT_PATH}/: the student edition cannot go there")
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(BOOK_HTML, target)
+    shutil.copytree(STUDENT_HTML, target / STUDENT_PATH)
+    return target
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--student", action="store_true", help="build without solutions")
-    html = build(parser.parse_args().student)
+    parser.add_argument(
+        "--pages", type=Path, metavar="DIR", help="put both built editions into DIR, as published"
+    )
+    args = parser.parse_args()
+    if args.pages is not None:
+        site = assemble_pages(args.pages.resolve())
+        print(f"Site: {site / 'index.html'}; student edition: {site / STUDENT_PATH / 'index.html'}")
+        return 0
+    html = build(args.student)
     print(f"HTML: {html / 'index.html'}")
     return 0
 

@@ -1,14 +1,16 @@
-"""Generate the Colab edition: editions/colab/NN_topic.ipynb for every chapter.
+"""Generate the Colab and student editions: editions/{colab,student}/NN_topic.ipynb.
 
-Usage: python scripts/colab_edition.py           write editions/colab/ (`make edition`)
-       python scripts/colab_edition.py --check   exit 1 if editions/colab/ is stale
+Usage: python scripts/colab_edition.py           write both editions (`make edition`)
+       python scripts/colab_edition.py --check   exit 1 if either edition is stale
 
 The Colab and Binder buttons of every chapter open these notebooks. They are generated
 from the chapters (the single source) by the `colab` Sphinx builder of
 book/_ext/colab_edition.py, in a fresh full build in a temporary directory, so a change in
 any chapter (a section title another chapter links to, a renumbered theorem) reaches all
-of them. `make execute` runs this after executing notebooks; tests/test_colab_edition.py
-fails when the committed edition differs from a fresh one.
+of them. The student edition (editions/student/, the notebooks the student edition of the
+site opens) is derived from the fresh Colab edition by scripts/student_edition.py: every
+solution replaced by starting cells. `make execute` runs this after executing notebooks;
+tests/test_colab_edition.py fails when either committed edition differs from a fresh one.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EDITION = ROOT / "editions" / "colab"
 COMMAND = "make edition"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import student_edition  # noqa: E402
 
 
 def generate(out: Path) -> dict[str, bytes]:
@@ -54,6 +59,13 @@ def differences(fresh: dict[str, bytes], directory: Path = EDITION) -> list[str]
     return lines
 
 
+def stale(fresh: dict[str, bytes]) -> list[str]:
+    """What differs between both committed editions and fresh ones (from `fresh`, a fresh
+    Colab edition), one line per file."""
+    student = student_edition.generate(fresh)
+    return differences(fresh) + differences(student, student_edition.EDITION)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report a stale edition")
@@ -62,24 +74,20 @@ def main(argv: list[str]) -> int:
         fresh = generate(Path(tmp))
     if not fresh:
         raise SystemExit("no chapter notebooks were converted")
-    diff = differences(fresh)
+    student = student_edition.generate(fresh)  # before writing: a failure writes nothing
     if check:
+        diff = stale(fresh)
         if diff:
             print("\n".join(diff))
-            print(f"The Colab edition is stale: run `{COMMAND}` and commit editions/colab/.")
+            print(
+                f"The Colab or student edition is stale: run `{COMMAND}` and commit "
+                "editions/colab/ and editions/student/."
+            )
             return 1
-        print(f"editions/colab/ is current ({len(fresh)} chapters)")
+        print(f"editions/colab/ and editions/student/ are current ({len(fresh)} chapters)")
         return 0
-    EDITION.mkdir(parents=True, exist_ok=True)
-    for name in set(p.name for p in EDITION.glob("*.ipynb")) - set(fresh):
-        (EDITION / name).unlink()
-        print(f"removed editions/colab/{name}")
-    for name, data in fresh.items():
-        target = EDITION / name
-        if not target.exists() or target.read_bytes() != data:
-            target.write_bytes(data)
-            print(f"wrote editions/colab/{name}")
-    print(f"editions/colab/ is current ({len(fresh)} chapters)")
+    student_edition.write(fresh, EDITION)
+    student_edition.write(student, student_edition.EDITION)
     return 0
 
 

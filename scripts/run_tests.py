@@ -2,9 +2,11 @@
 
 Usage: python scripts/run_tests.py [STEP ...]   (no STEP: all of them, in this order)
 
-Steps: lint, workflows, unit, nbval, html (both editions), browser (the built site),
-colab. Every step runs even when an earlier one failed (so one run reports everything);
-the exit status is non-zero if any failed. Each step's time is printed, and a summary at the end.
+Steps: lint, workflows, unit, nbval, html (both editions, and the site as published, in
+_build/pages), browser (the built site, both editions), colab (the Colab and student
+notebooks on Colab's versions). Every step runs even when an earlier one failed (so one
+run reports everything); the exit status is non-zero if any failed. Each step's time is
+printed, and a summary at the end.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+PAGES = ROOT / "_build" / "pages"  # the site as the Pages workflow publishes it
 
 
 def sh(*args: str | Path) -> bool:
@@ -119,8 +122,11 @@ def nbval() -> bool:
 
 
 def html() -> bool:
+    """Both editions, and the site as published (the student edition under student/),
+    which the browser tests open."""
     ok = sh(sys.executable, ROOT / "scripts" / "book.py")
-    return sh(sys.executable, ROOT / "scripts" / "book.py", "--student") and ok
+    ok = sh(sys.executable, ROOT / "scripts" / "book.py", "--student") and ok
+    return ok and sh(sys.executable, ROOT / "scripts" / "book.py", "--pages", PAGES)
 
 
 def browser() -> bool:

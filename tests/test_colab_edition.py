@@ -55,12 +55,14 @@ def test_every_chapter_has_an_edition_and_nothing_else():
 
 
 def test_the_committed_edition_is_current(tmp_path):
+    """Both generated editions: the Colab edition and the student notebooks made from it."""
     fresh = colab_edition.generate(tmp_path)
-    stale = colab_edition.differences(fresh)
+    stale = colab_edition.stale(fresh)
     assert not stale, (
-        "The Colab edition in editions/colab/ does not match the chapters:\n"
+        "The Colab or student edition (editions/colab/, editions/student/) does not match "
+        "the chapters:\n"
         + "\n".join(stale)
-        + f"\nRun `{colab_edition.COMMAND}` and commit editions/colab/."
+        + f"\nRun `{colab_edition.COMMAND}` and commit editions/colab/ and editions/student/."
     )
 
 

@@ -12,7 +12,10 @@
   editions/colab/NN_topic.ipynb (scripts/colab_edition.py), where the MyST markup is
   rendered as plain Jupyter markdown, instead of the chapter's source notebook. The
   theme builds each launch URL from the page's path in the repository; that path is
-  replaced here, after the theme (priority 501) made the buttons.
+  replaced here, after the theme (priority 501) made the buttons. The folder is the
+  config value ``book_launch_edition``: the student edition of the site
+  (scripts/book.py --student) sets it to editions/student, whose notebooks have
+  starting cells in place of the solutions.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ def _launch_colab_edition(app, pagename, templatename, context, doctree):
     source = f"{pagename}.ipynb"
     if not pagename.startswith("notebooks/") or not app.env.doc2path(pagename).endswith(".ipynb"):
         return
-    edition = f"{COLAB_EDITION}/{pagename.removeprefix('notebooks/')}.ipynb"
+    folder = app.config.book_launch_edition.strip("/")
+    edition = f"{folder}/{pagename.removeprefix('notebooks/')}.ipynb"
     for group in context.get("header_buttons", []):
         if group.get("label") != "launch-buttons":
             continue
@@ -62,6 +66,7 @@ def _launch_colab_edition(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    app.add_config_value("book_launch_edition", COLAB_EDITION, "html", types=[str])
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _biblioentries_as_list_items, priority=900)
     app.connect("html-page-context", _launch_colab_edition, priority=600)

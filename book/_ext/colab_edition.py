@@ -62,8 +62,12 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 MARK = "colab-edition-cell"
-# Cell metadata that marks what the edition added or how a cell relates to the chapter,
-# for readers of the edition (e.g. the student edition, which replaces solutions).
+# Cell metadata that marks what the edition added or how a cell relates to the chapter
+# (chapter_cell; role: exercise or caption; exercise: the label of an exercise's cell;
+# solution: the exercise label of a solution's cell), and notebook metadata (chapter;
+# site: the online book's address; exercises: label -> number; solutions: label -> the
+# ids of its cells), for readers of the edition: scripts/student_edition.py replaces
+# the solutions with starting cells from them.
 META = "colab_edition"
 
 ADMONITION_TITLES = {
@@ -182,6 +186,7 @@ class Converter:
         self.fignumbers = self.env.toc_fignumbers.get(docname, {})
         self.cell = "?"  # the chapter cell being converted, for error messages
         self.solution_cells: dict[str, list] = {}  # exercise label -> ids of its solution
+        self.exercises: dict[str, str] = {}  # exercise label -> its number ("2.1")
 
     # -------------------------------------------------------------- errors, numbers
 
@@ -274,6 +279,8 @@ class Converter:
 
     def exercise_title(self, node: nodes.Element) -> str:
         number = self.number(node.get("type", "exercise"), node["ids"][0]) if node["ids"] else ""
+        if node["ids"]:
+            self.exercises[node["ids"][0]] = number
         title = node.next_node(nodes.title)
         name = "Exercise" + (f" {number}" if number else "")
         sub = self.inline(title).strip() if title is not None else ""
@@ -676,7 +683,9 @@ class Converter:
                 piece.append(("md", self.block(event[1])))
             elif kind == "exercise":
                 level = min(event[1] + 1, 6)
-                piece.append(("heading", "#" * level + " " + self.exercise_title(event[2])))
+                label = event[2]["ids"][0] if event[2]["ids"] else ""
+                title = self.exercise_title(event[2])
+                piece.append(("heading", "#" * level + " " + title, label))
             elif kind == "solution":
                 level = min(event[1] + 2, 6)
                 solution_heading.append(level)
@@ -724,11 +733,11 @@ class Converter:
                     open_solution = None
                     chunks.append(["text", [], None])
                 elif piece[0] == "heading":
-                    chunks.append(["exercise", [piece[1]], open_solution])
+                    chunks.append(["exercise", [piece[1]], open_solution, piece[2]])
                 else:
                     chunks[-1][1].append(piece[1])
             first = True
-            for kind, chunk, solution in chunks:
+            for kind, chunk, solution, *exercise in chunks:
                 text = join_blocks(chunk)
                 if not text:
                     continue
@@ -738,6 +747,8 @@ class Converter:
                 if solution is not None:
                     new["metadata"][META]["solution"] = solution
                     self.solution_cells.setdefault(solution, []).append(new.get("id"))
+                if exercise and exercise[0]:
+                    new["metadata"][META]["exercise"] = exercise[0]
                 out.append(new)
                 first = False
         self.check_solutions_end(out)
@@ -830,6 +841,8 @@ class ColabBuilder(Builder):
                 c["metadata"]["id"] = c["id"]  # Colab names cells by metadata.id
         metadata[META] = {
             "chapter": str(path.relative_to(self.srcdir)),
+            "site": self.site,
+            "exercises": converter.exercises,
             "solutions": converter.solution_cells,
         }
         colab = metadata.setdefault("colab", {})

@@ -347,18 +347,21 @@ def check_causal_mask(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
         Case(f"n = {n}", {"n": np.array(float(n))}, causal_mask(n), _CAUSAL_RULE)
         for n in (1, 2, 3, 6)
     ]
-    dtypes: list[np.dtype] = []
+    # The dtype each case returned (None if the function raised: a function that raises
+    # on every case must fail every case, not leave the dtypes to pair with nothing).
+    dtypes: list[np.dtype | None] = []
 
     def call(n: np.ndarray) -> object:
+        dtypes.append(None)
         result = fn(int(n))
-        dtypes.append(np.asarray(result).dtype)
+        dtypes[-1] = np.asarray(result).dtype
         return result
 
     report = run_checks(
         functools.wraps(fn)(call), cases, check_name="check_causal_mask", diagnose=_causal_diagnose
     )
     results = []
-    for result, dtype in zip(report.results, dtypes, strict=False):
+    for result, dtype in zip(report.results, dtypes, strict=True):
         if result.passed and dtype != np.bool_:
             result = dataclasses.replace(
                 result,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -10,7 +11,26 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Case", "CaseResult", "CheckReport", "Finding", "run_checks"]
+__all__ = [
+    "ERROR",
+    "FAILED",
+    "NOT_ATTEMPTED",
+    "PASSED",
+    "Case",
+    "CaseResult",
+    "CheckReport",
+    "Finding",
+    "SelfCheckResult",
+    "run_checks",
+    "run_self_check",
+]
+
+# What a check decided, for people and for the grader (``CheckReport.status``,
+# ``SelfCheckResult.status``).
+PASSED = "passed"
+FAILED = "failed"
+NOT_ATTEMPTED = "not attempted"  # the reader's function is still a starting cell
+ERROR = "error"  # the check could not run the reader's function at all
 
 # Default tolerances of a case, against a float64 reference. Float64 inputs: a
 # correct answer is ~1e-15 off (~1e-7 if the reader computes in float32 somewhere),
@@ -82,6 +102,9 @@ class CaseResult:
         What is wrong ("" if passed), including any RuntimeWarning raised.
     hint : str
         What to try ("" if passed).
+    raised : str
+        The name of the exception the function raised (e.g. ``"NotImplementedError"``),
+        or "" if it returned.
     """
 
     name: str
@@ -91,6 +114,7 @@ class CaseResult:
     got: str
     problem: str = ""
     hint: str = ""
+    raised: str = ""
 
 
 @dataclass(frozen=True, repr=False)
@@ -113,13 +137,49 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        """True iff every case passed."""
-        return all(r.passed for r in self.results)
+        """True iff every case passed (and there was at least one)."""
+        return bool(self.results) and all(r.passed for r in self.results)
 
     @property
     def failures(self) -> tuple[CaseResult, ...]:
         """The cases that failed."""
         return tuple(r for r in self.results if not r.passed)
+
+    @property
+    def not_attempted(self) -> bool:
+        """True iff the function raised ``NotImplementedError`` on every case: it is still
+        the starting cell of the student edition."""
+        return bool(self.results) and all(r.raised == "NotImplementedError" for r in self.results)
+
+    @property
+    def status(self) -> str:
+        """``"passed"``, ``"failed"`` or ``"not attempted"`` (see :attr:`not_attempted`)."""
+        if self.not_attempted:
+            return NOT_ATTEMPTED
+        return PASSED if self.passed else FAILED
+
+    @property
+    def message(self) -> str:
+        """One line for a table of results: "" if passed, else what went wrong first."""
+        if self.not_attempted:
+            return f"{self.function} raises NotImplementedError: not attempted yet"
+        if self.passed:
+            return ""
+        first = self.failures[0]
+        if first.raised:  # got: "raised ValueError: ..."
+            return f"{first.name}: your function {first.got}"
+        return f"{first.name}: {first.problem}"
+
+    def to_dict(self) -> dict[str, str | int]:
+        """The verdict as plain data (JSON-serialisable), for the grader."""
+        return {
+            "check": self.check,
+            "function": self.function,
+            "status": self.status,
+            "message": self.message,
+            "passed": len(self.results) - len(self.failures),
+            "total": len(self.results),
+        }
 
     def __bool__(self) -> bool:
         return self.passed
@@ -127,6 +187,17 @@ class CheckReport:
     def __repr__(self) -> str:
         n = len(self.results)
         head = f"{self.check}({self.function})"
+        if self.not_attempted:
+            return "\n".join(
+                [
+                    f"{head}: not attempted yet ({self.function} raises NotImplementedError).",
+                    _wrap(
+                        "    Write its body in place of the `raise NotImplementedError` line, "
+                        f"run that cell, then run this check again: {n} cases are waiting.",
+                        "    ",
+                    ),
+                ]
+            )
         if self.passed:
             names = ", ".join(r.name for r in self.results)
             count = f"All {n} checks passed" if n != 1 else "The 1 check passed"
@@ -238,6 +309,108 @@ def run_checks(
     return CheckReport(check=check_name, function=_name_of(fn), results=results)
 
 
+@dataclass(frozen=True)
+class SelfCheckResult:
+    """The verdict of :func:`run_self_check`: one exercise of one student.
+
+    Attributes
+    ----------
+    check : str
+        The check's name, e.g. ``"check_softmax"``.
+    function : str
+        The name that was looked up, e.g. ``"my_softmax"``.
+    status : str
+        ``"passed"``, ``"failed"``, ``"not attempted"`` or ``"error"``.
+    message : str
+        "" if passed; otherwise one line saying what went wrong first.
+    report : CheckReport or None
+        The check's full report (None if the check could not run).
+    """
+
+    check: str
+    function: str
+    status: str
+    message: str
+    report: CheckReport | None = None
+
+    def to_dict(self) -> dict[str, str | int]:
+        """The verdict as plain data (JSON-serialisable), without the full report."""
+        counts = self.report.to_dict() if self.report is not None else {}
+        return {
+            "check": self.check,
+            "function": self.function,
+            "status": self.status,
+            "message": self.message,
+            "passed": int(counts.get("passed", 0)),
+            "total": int(counts.get("total", 0)),
+        }
+
+
+def run_self_check(
+    check: Callable[[Callable[..., object]], CheckReport] | str,
+    namespace: Mapping[str, object],
+    name: str,
+) -> SelfCheckResult:
+    """Run a self-check on the function called ``name`` in ``namespace``; never raise.
+
+    For graders: ``namespace`` is the global namespace of an executed notebook. A name
+    that is not defined there, or a function that raises ``NotImplementedError`` on every
+    case (the student edition's starting cell), is "not attempted"; a check that cannot
+    run at all (e.g. the name is bound to something that is not a function) is an
+    "error"; otherwise the check's report decides: "passed" or "failed".
+
+    Parameters
+    ----------
+    check : callable or str
+        A ``check_*`` function of :mod:`helpers.checks`, or its name.
+    namespace : mapping
+        Where to look the reader's function up, e.g. ``globals()``.
+    name : str
+        The function's name, e.g. ``"my_softmax"``.
+
+    Returns
+    -------
+    SelfCheckResult
+
+    Examples
+    --------
+    >>> from helpers.checks import run_self_check
+    >>> def my_softmax(z):
+    ...     raise NotImplementedError
+    >>> run_self_check("check_softmax", {"my_softmax": my_softmax}, "my_softmax").status
+    'not attempted'
+    >>> run_self_check("check_softmax", {}, "my_softmax").message
+    'my_softmax is not defined: not attempted'
+    >>> import numpy as np
+    >>> def my_softmax(z):
+    ...     e = np.exp(z - z.max())
+    ...     return e / e.sum()
+    >>> result = run_self_check("check_softmax", {"my_softmax": my_softmax}, "my_softmax")
+    >>> result.status, result.message, result.to_dict()["total"] == result.to_dict()["passed"]
+    ('passed', '', True)
+    """
+    if isinstance(check, str):
+        import helpers.checks
+
+        check_name = check
+        found = getattr(helpers.checks, check, None)
+        if not check_name.startswith("check_") or not callable(found):
+            return SelfCheckResult(check_name, name, ERROR, f"no self-check named {check_name!r}")
+        check = found
+    else:
+        check_name = _name_of(check)
+    if name not in namespace:
+        return SelfCheckResult(
+            check_name, name, NOT_ATTEMPTED, f"{name} is not defined: not attempted"
+        )
+    try:
+        report = check(namespace[name])  # type: ignore[arg-type]
+    except Exception as err:
+        message = f"{check_name} raised {type(err).__name__}: {_first_line(err)}"
+        return SelfCheckResult(check_name, name, ERROR, message)
+    return SelfCheckResult(check_name, name, report.status, report.message, report)
+
+
 def _run_case(
     fn: Callable[..., npt.ArrayLike], case: Case, diagnose: Diagnose | None
 ) -> CaseResult:
@@ -255,8 +428,11 @@ def _run_case(
             try:
                 result = fn(*args)
             except Exception as err:
-                return fail(
-                    f"raised {type(err).__name__}: {_first_line(err)}", "your function raised"
+                return dataclasses.replace(
+                    fail(
+                        f"raised {type(err).__name__}: {_first_line(err)}", "your function raised"
+                    ),
+                    raised=type(err).__name__,
                 )
     warned = _warning_text(caught)
 

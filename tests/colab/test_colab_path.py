@@ -5,13 +5,20 @@ A fresh Python 3.13 virtual environment gets exactly the versions of Colab's run
 package is installed from a clean clone of this repository's HEAD the way each chapter's
 install cell does it (`pip install "attention-book-helpers @ git+URL@REF"`, here with the
 local clone's URL and HEAD's commit), and every chapter's Colab edition at HEAD (the
-notebook the Colab button opens, editions/colab/NN_topic.ipynb) is copied into an empty
-temporary directory and executed there.
+notebook the Colab button opens, editions/colab/NN_topic.ipynb) and its student notebook
+(editions/student/NN_topic.ipynb, which the student edition's Colab button opens) are
+copied into an empty temporary directory and executed there.
+
+After the last cell, one more cell runs every self-check of the chapter the way a grader
+does (helpers.checks.run_self_check on the notebook's own functions): on the Colab
+edition every reference solution passes; on the student notebook every starting cell is
+"not attempted", and each check cell showed that sentence, not a traceback.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -105,32 +112,57 @@ def test_helpers_come_from_the_clone_not_the_work_tree(colab_env):
     assert "site-packages" in where and str(ROOT) not in where
 
 
-def head_notebooks() -> list[str]:
-    """The Colab editions of the chapters committed at HEAD (the notebooks the Colab
-    buttons open; the same revision as the installed package)."""
+def head_notebooks(edition: str = "colab") -> list[str]:
+    """The Colab (or student) editions of the chapters committed at HEAD (the notebooks
+    the Colab buttons open; the same revision as the installed package)."""
     listing = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", "editions/colab/"],
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", f"editions/{edition}/"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
-    return sorted(p for p in listing if re.fullmatch(r"editions/colab/\d\d_\w+\.ipynb", p))
+    return sorted(p for p in listing if re.fullmatch(rf"editions/{edition}/\d\d_\w+\.ipynb", p))
 
 
 NOTEBOOKS = head_notebooks()
+STUDENT_NOTEBOOKS = head_notebooks("student")
+
+# Appended to a notebook before it runs: the grader's verdict on every self-check of the
+# chapter, as one JSON line (the pairs come from the student notebook's metadata).
+SELF_CHECKS = """\
+import json as _json
+import helpers.checks as _checks
+print("SELF-CHECKS", _json.dumps([
+    _checks.run_self_check(_check, globals(), _name).to_dict() for _check, _name in {pairs!r}
+]))
+"""
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: Path(p).name)
+def self_check_pairs(path: str) -> list[list[str]]:
+    """[check, function] of every self-check of the chapter (the student notebook's list)."""
+    student = f"editions/student/{Path(path).name}"
+    text = run("git", "-C", str(ROOT), "show", f"HEAD:{student}").stdout
+    exercises = nbformat.reads(text, as_version=4).metadata["student_edition"]["exercises"]
+    return [pair for exercise in exercises.values() for pair in exercise["checks"]]
+
+
+@pytest.mark.parametrize(
+    "path", NOTEBOOKS + STUDENT_NOTEBOOKS, ids=lambda p: "/".join(Path(p).parts[-2:])
+)
 def test_chapter_runs_on_colab_stack(colab_env, path):
     # The notebook as committed at HEAD, like the package: one revision for both.
     text = run("git", "-C", str(ROOT), "show", f"HEAD:{path}").stdout
     nb = nbformat.reads(text, as_version=4)
+    student = path.startswith("editions/student/")
+    pairs = self_check_pairs(path)
+    assert pairs, f"{path}: no self-check to run"
+    nb.cells.append(nbformat.v4.new_code_cell(SELF_CHECKS.format(pairs=pairs)))
     path = Path(path)
     first_code = next(c for c in nb.cells if c.cell_type == "code")
     assert first_code.source == bootstrap_source()
     with tempfile.TemporaryDirectory() as empty:
         target = Path(empty) / path.name
-        target.write_text(text)
+        nbformat.write(nb, target)
         env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": ""}
         env.pop("MPLBACKEND")
         result = subprocess.run(
@@ -170,9 +202,25 @@ def test_chapter_runs_on_colab_stack(colab_env, path):
                 view = outputs[k + 1]["data"]["application/vnd.jupyter.widget-view+json"]
                 assert view["model_id"] and view["version_major"] == 2
     assert explorers >= 1, f"{path.name}: no explorer was displayed"
+    # The grader's verdicts, from the cell appended above.
+    printed = "".join(o.get("text", "") for o in executed.cells[-1].outputs)
+    verdicts = json.loads(printed.split("SELF-CHECKS", 1)[1])
+    expected = "not attempted" if student else "passed"
+    wrong = [v for v in verdicts if v["status"] != expected]
+    assert len(verdicts) == len(pairs) and not wrong, f"{path}: expected {expected}: {wrong}"
+    if student:
+        checks = [
+            c
+            for c in executed.cells
+            if c.metadata.get("student_edition", {}).get("role") == "check"
+        ]
+        assert len(checks) == len(pairs)
+        for cell in checks:
+            shown = "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+            assert "not attempted yet" in shown and "Traceback" not in shown, shown
 
 
-def test_every_chapter_at_head_has_its_colab_edition():
+def test_every_chapter_at_head_has_its_colab_and_student_notebooks():
     chapters = subprocess.run(
         ["git", "-C", str(ROOT), "ls-tree", "--name-only", "HEAD", "notebooks/"],
         capture_output=True,
@@ -181,3 +229,4 @@ def test_every_chapter_at_head_has_its_colab_edition():
     ).stdout.split()
     names = sorted(Path(p).name for p in chapters if re.fullmatch(r"notebooks/\d\d_\w+\.ipynb", p))
     assert names and [Path(p).name for p in NOTEBOOKS] == names
+    assert [Path(p).name for p in STUDENT_NOTEBOOKS] == names

@@ -1,0 +1,297 @@
+"""The student edition: every chapter's Colab notebook with its solutions replaced.
+
+Usage: python scripts/student_edition.py   write editions/student/ from editions/colab/
+
+`make edition` and `make execute` (scripts/colab_edition.py) regenerate it together with
+the Colab edition, from a fresh build; the command above only re-derives it from the
+committed Colab edition. The Colab and Binder buttons of the published student edition
+(/student/ on the site) open these notebooks.
+
+Each notebook is the chapter's Colab edition (editions/colab/) in which every solution
+(the collapsed "Solution to Exercise N" section: its heading, text and code cells, as the
+Colab edition's metadata lists them) is replaced by starting cells:
+
+- "Write your answer here." (a markdown cell) where the solution has text: a proof, a
+  derivation, an explanation;
+- for every function (or class) the solution's code defines, its signature, as written
+  in the solution, with its docstring (or a one-line one naming the exercise) and a body
+  that raises ``NotImplementedError``. The signature is cut from the solution's source
+  by its syntax tree (``ast``) and tokens, never written by hand. Where the solution's
+  cell also computes something, "# Write your code here." follows;
+- every self-check call of the solution (``helpers.checks.check_*(...)``) in a code cell
+  of its own, so that it calls the student's function and reports "not attempted" until
+  the student has written it;
+- "# Write your code here." where a solution cell computes without defining anything.
+
+Everything else (the exercise statements above all) is the Colab edition's cell,
+unchanged, except that links to the online book point at the student edition of the
+site (SITE/student/...), which has no solutions either. A solution that cannot be
+converted (code that does not parse, a self-check of a name no starting cell defines)
+stops the generation with a message naming the chapter and the exercise.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import io
+import json
+import sys
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COLAB = ROOT / "editions" / "colab"
+EDITION = ROOT / "editions" / "student"
+META = "colab_edition"  # the Colab edition's metadata (book/_ext/colab_edition.py)
+STUDENT = "student_edition"  # what this edition adds
+SITE_PATH = "student/"  # where the deploy publishes the student edition, under the site
+
+ANSWER = "Write your answer here."
+CODE_HERE = "# Write your code here."
+
+
+class StudentEditionError(Exception):
+    """A solution the generator cannot turn into starting cells."""
+
+
+def source_of(cell: dict) -> str:
+    text = cell.get("source", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+# ------------------------------------------------------------------ starting code
+
+
+def header_end(lines: list[str], node: ast.AST) -> tuple[int, int]:
+    """(line, column) just after the ":" that ends a def/class header (1-based line)."""
+    start = node.lineno
+    text = "\n".join(lines[start - 1 :]) + "\n"
+    depth = 0
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    for token in tokens:
+        if token.type != tokenize.OP:
+            continue
+        if token.string in "([{":
+            depth += 1
+        elif token.string in ")]}":
+            depth -= 1
+        elif token.string == ":" and depth == 0:
+            return start + token.end[0] - 1, token.end[1]
+    raise ValueError(f"no end of the header of {getattr(node, 'name', '?')}")
+
+
+def stub(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, code: str, what: str):
+    """The starting code for one definition: its header as written, its docstring (or one
+    naming `what`, the exercise), and a body that raises NotImplementedError (for a class:
+    its methods' starting code)."""
+    lines = code.split("\n")
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    end_line, end_col = header_end(lines, node)
+    header = [line.rstrip() for line in lines[first - 1 : end_line]]
+    header[-1] = lines[end_line - 1][:end_col]
+    indent = " " * (node.col_offset + 4)
+    if ast.get_docstring(node, clean=False) is not None:
+        body = [indent + ast.get_source_segment(code, node.body[0])]
+    else:
+        body = [f'{indent}"""Your answer to {what}."""']
+    if isinstance(node, ast.ClassDef):
+        methods = [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        for method in methods:
+            body += ["", stub(method, code, what)]
+    else:
+        body.append(f'{indent}raise NotImplementedError("{what}: write {node.name}")')
+    return "\n".join(header + body)
+
+
+def is_check_call(statement: ast.stmt) -> bool:
+    """A self-check call as a statement: ``helpers.checks.check_x(...)`` (or ``check_x``)."""
+    if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
+        return False
+    func = statement.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name.startswith("check_")
+
+
+def check_name(statement: ast.Expr) -> str:
+    func = statement.value.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id
+
+
+DEFINITIONS = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+class Solution:
+    """One exercise's solution cells and the starting cells that replace them."""
+
+    def __init__(self, label: str, number: str, cells: list[dict], chapter: str) -> None:
+        self.label, self.number, self.cells, self.chapter = label, number, cells, chapter
+        self.what = f"Exercise {number}" if number else "this exercise"
+        self.functions: list[str] = []  # names the starting cells define
+        self.checks: list[list[str]] = []  # [check name, function name] per check call
+
+    def fail(self, message: str) -> StudentEditionError:
+        return StudentEditionError(
+            f"{self.chapter}, solution of {self.label!r}: {message}. Extend "
+            "scripts/student_edition.py or write the solution another way."
+        )
+
+    def new_cell(self, kind: str, like: dict, suffix: str, text: str, role: str) -> dict:
+        cell: dict = {"cell_type": kind, "metadata": {STUDENT: {"exercise": self.label}}}
+        cell["metadata"][STUDENT]["role"] = role
+        if "id" in like:
+            cell["id"] = f"{like['id']}-{suffix}"[-64:]
+        if kind == "code":
+            cell.update(execution_count=None, outputs=[])
+        cell["source"] = text
+        return cell
+
+    def starting_cells(self) -> list[dict]:
+        out: list[dict] = []
+        prose = [
+            c
+            for c in self.cells
+            if c["cell_type"] == "markdown" and not c["metadata"].get("jp-MarkdownHeadingCollapsed")
+        ]
+        if prose:
+            out.append(self.new_cell("markdown", prose[0], "answer", ANSWER, "answer"))
+        defined: set[str] = set()  # names the solution's code binds at top level
+        for cell in self.cells:
+            if cell["cell_type"] != "code":
+                continue
+            code = source_of(cell)
+            try:
+                tree = ast.parse(code)
+            except SyntaxError as err:
+                raise self.fail(f"code cell {cell.get('id')} does not parse ({err.msg})") from None
+            stubs, checks, other = [], [], False
+            for statement in tree.body:
+                if isinstance(statement, DEFINITIONS):
+                    stubs.append(stub(statement, code, self.what))
+                    self.functions.append(statement.name)
+                elif is_check_call(statement):
+                    checks.append(statement)
+                else:
+                    other = True
+                    for node in ast.walk(statement):
+                        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                            defined.add(node.id)
+            if stubs:
+                text = "\n\n\n".join(stubs + ([CODE_HERE] if other else []))
+                out.append(self.new_cell("code", cell, "starter", text, "starter"))
+            elif other and not (out and out[-1]["metadata"][STUDENT]["role"] == "code"):
+                out.append(self.new_cell("code", cell, "code", CODE_HERE, "code"))
+            for k, statement in enumerate(checks):
+                names = [
+                    n.id
+                    for n in ast.walk(statement.value)
+                    if isinstance(n, ast.Name) and n.id in defined and n.id not in self.functions
+                ]
+                if names:
+                    raise self.fail(
+                        f"its self-check {check_name(statement)} uses {names}, which only the "
+                        "solution's code defines (no starting cell would)"
+                    )
+                args = statement.value.args
+                function = args[0].id if args and isinstance(args[0], ast.Name) else ""
+                self.checks.append([check_name(statement), function])
+                text = ast.get_source_segment(code, statement)
+                out.append(self.new_cell("code", cell, f"check{k}", text, "check"))
+        return out
+
+
+# ------------------------------------------------------------------ the notebook
+
+
+def student_notebook(colab: dict, name: str) -> dict:
+    """The student edition of one chapter, from its Colab edition (a notebook dict)."""
+    meta = colab["metadata"].get(META, {})
+    solutions: dict[str, list[str]] = meta.get("solutions", {})
+    numbers: dict[str, str] = meta.get("exercises", {})
+    site = meta.get("site", "")
+    if not site:
+        raise StudentEditionError(f"{name}: the Colab edition does not name the site")
+    owner = {cell_id: label for label, ids in solutions.items() for cell_id in ids}
+    cells = colab["cells"]
+    out: list[dict] = []
+    exercises: dict[str, dict] = {}
+    k = 0
+    while k < len(cells):
+        label = owner.get(cells[k].get("id"))
+        if label is None:
+            out.append(with_student_links(copy.deepcopy(cells[k]), site))
+            k += 1
+            continue
+        ids = set(solutions[label])
+        end = k
+        while end < len(cells) and cells[end].get("id") in ids:
+            end += 1
+        if end - k != len(ids):
+            raise StudentEditionError(f"{name}: the solution of {label!r} is not contiguous")
+        solution = Solution(label, numbers.get(label, ""), cells[k:end], name)
+        out.extend(solution.starting_cells())
+        exercises[label] = {
+            "number": solution.number,
+            "functions": solution.functions,
+            "checks": solution.checks,
+        }
+        k = end
+    missing = set(solutions) - set(exercises)
+    if missing:
+        raise StudentEditionError(f"{name}: solutions not found among the cells: {missing}")
+    metadata = copy.deepcopy(colab["metadata"])
+    metadata[META] = {k: v for k, v in meta.items() if k != "solutions"}
+    kept = {c.get("id") for c in out}
+    colab_meta = metadata.setdefault("colab", {})
+    colab_meta["collapsed_sections"] = [
+        i for i in colab_meta.get("collapsed_sections", []) if i in kept
+    ]
+    metadata[STUDENT] = {"site": site + SITE_PATH, "exercises": exercises}
+    return {**colab, "metadata": metadata, "cells": out}
+
+
+def with_student_links(cell: dict, site: str) -> dict:
+    """Links to the online book go to its student edition (which has no solutions).
+
+    The Colab edition writes every link to the site as ``[text](SITE...)``.
+    """
+    if cell["cell_type"] == "markdown":
+        text = source_of(cell).replace(f"]({site}", f"]({site}{SITE_PATH}")
+        cell["source"] = text
+    return cell
+
+
+def generate(colab: dict[str, bytes]) -> dict[str, bytes]:
+    """{file name: bytes} of the student edition, from the Colab edition's."""
+    out = {}
+    for name, data in colab.items():
+        notebook = student_notebook(json.loads(data), name)
+        out[name] = (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode()
+    return out
+
+
+def write(fresh: dict[str, bytes], directory: Path = EDITION) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    where = directory.relative_to(ROOT)
+    for path in directory.glob("*.ipynb"):
+        if path.name not in fresh:
+            path.unlink()
+            print(f"removed {where}/{path.name}")
+    for name, data in fresh.items():
+        target = directory / name
+        if not target.exists() or target.read_bytes() != data:
+            target.write_bytes(data)
+            print(f"wrote {where}/{name}")
+    print(f"{where}/ is current ({len(fresh)} chapters)")
+
+
+def main() -> int:
+    colab = {p.name: p.read_bytes() for p in sorted(COLAB.glob("[0-9][0-9]_*.ipynb"))}
+    if not colab:
+        raise SystemExit("editions/colab/ is empty: run `make edition`")
+    write(generate(colab))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

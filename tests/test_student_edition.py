@@ -1,0 +1,515 @@
+"""The student notebooks (editions/student/): no solution left, starting cells in its place.
+
+The notebooks are generated from the Colab edition by scripts/student_edition.py (with
+the Colab edition, by `make edition`); tests/test_colab_edition.py fails when either is
+stale. These tests compare them with the chapters' solution cells (the source notebooks,
+between solution-start and solution-end) and with the Colab edition; tests/colab runs them
+on Colab's versions and tests/site/test_student_site.py checks their links against the
+student edition of the site.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import io
+import json
+import re
+import sys
+import tokenize
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+import helpers
+from helpers.checks import NOT_ATTEMPTED, run_self_check
+from tests.notebook_bootstrap import ROOT, bootstrap_source
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import student_edition
+
+COLAB = ROOT / "editions" / "colab"
+STUDENT = ROOT / "editions" / "student"
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ROLE = "student_edition"
+
+SOLUTION_START = re.compile(r"```\{solution-start\}\s*([\w-]+)[^\n]*\n(?::[^\n]*\n)*```")
+SOLUTION_END = re.compile(r"```\{solution-end\}\s*\n```")
+
+
+def chapter_solutions(chapter: Path) -> dict[str, dict[str, list[str]]]:
+    """{exercise label: {"markdown": [...], "code": [...]}} read from the chapter itself."""
+    nb = nbformat.read(chapter, as_version=4)
+    out: dict[str, dict[str, list[str]]] = {}
+    label = None
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            if label is not None:
+                out[label]["code"].append(cell.source)
+            continue
+        text = cell.source
+        while text:
+            if label is None:
+                start = SOLUTION_START.search(text)
+                if start is None:
+                    break
+                label = start.group(1)
+                out[label] = {"markdown": [], "code": []}
+                text = text[start.end() :]
+            else:
+                end = SOLUTION_END.search(text)
+                out[label]["markdown"].append(text[: end.start()] if end else text)
+                if end is None:
+                    break
+                label, text = None, text[end.end() :]
+    assert label is None, f"{chapter.name}: a solution is not closed"
+    return out
+
+
+def read(directory: Path, chapter: Path) -> nbformat.NotebookNode:
+    path = directory / chapter.name
+    assert path.exists(), f"{path.relative_to(ROOT)} is missing: run `make edition`"
+    return nbformat.read(path, as_version=4)
+
+
+def role(cell) -> str:
+    return cell.metadata.get(ROLE, {}).get("role", "")
+
+
+def check_calls(code: str) -> list[ast.Expr]:
+    return [s for s in ast.parse(code).body if student_edition.is_check_call(s)]
+
+
+def code_lines(text: str) -> set[str]:
+    return {line.strip() for line in text.split("\n") if line.strip()}
+
+
+def header_lines(code: str, node: ast.AST) -> set[int]:
+    """Line numbers (1-based) of a definition's decorators and signature (up to its ':')."""
+    lines = code.split("\n")
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    depth = 0
+    source = "\n".join(lines[node.lineno - 1 :]) + "\n"
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif token.type == tokenize.OP and token.string == ":" and depth == 0:
+            return set(range(first, node.lineno + token.end[0]))
+    raise AssertionError("no header end")
+
+
+def exempt_lines(code: str) -> set[int]:
+    """The solution lines a starting cell may repeat: signatures, docstrings, self-checks."""
+    exempt: set[int] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            exempt |= header_lines(code, node)
+            if ast.get_docstring(node, clean=False) is not None:
+                doc = node.body[0]
+                exempt |= set(range(doc.lineno, doc.end_lineno + 1))
+    for call in check_calls(code):
+        exempt |= set(range(call.lineno, call.end_lineno + 1))
+    return exempt
+
+
+# ------------------------------------------------------------------------ the files
+
+
+def test_every_chapter_has_a_student_notebook_and_nothing_else():
+    assert CHAPTERS
+    assert sorted(p.name for p in STUDENT.glob("*.ipynb")) == [c.name for c in CHAPTERS]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_valid_notebook_that_starts_like_the_chapter(chapter):
+    student = read(STUDENT, chapter)
+    nbformat.validate(student)
+    first = next(c for c in student.cells if c.cell_type == "code")
+    assert first.source == bootstrap_source()
+    assert student.metadata["kernelspec"] == read(COLAB, chapter).metadata["kernelspec"]
+    ids = [c.get("id") for c in student.cells]
+    assert len(ids) == len(set(ids)), "duplicate cell ids"
+
+
+# ------------------------------------------------------------------ no solution left
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_every_solution_is_replaced(chapter):
+    solutions = chapter_solutions(chapter)
+    assert len(solutions) >= 4
+    student = read(STUDENT, chapter)
+    assert list(student.metadata[ROLE]["exercises"]) == list(solutions)
+    colab = read(COLAB, chapter)
+    solution_ids = {i for ids in colab.metadata["colab_edition"]["solutions"].values() for i in ids}
+    assert solution_ids and not solution_ids & {c.get("id") for c in student.cells}
+    assert "solutions" not in student.metadata["colab_edition"]
+    assert student.metadata["colab"]["collapsed_sections"] == []
+    assert not any(c.metadata.get("jp-MarkdownHeadingCollapsed") for c in student.cells)
+    for label, parts in solutions.items():
+        cells = [c for c in student.cells if c.metadata.get(ROLE, {}).get("exercise") == label]
+        assert cells, f"{label}: no starting cell"
+        if any(text.strip() for text in parts["markdown"]):
+            answers = [c for c in cells if role(c) == "answer"]
+            assert [c.source for c in answers] == [student_edition.ANSWER]
+            assert answers[0].cell_type == "markdown"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_no_solution_code_is_left(chapter):
+    """Every line of every solution's code, except a signature, a docstring or a
+    self-check call, is absent from the student notebook (unless the chapter has that
+    same line outside its solutions, in a cell the student notebook keeps)."""
+    solutions = chapter_solutions(chapter)
+    source = nbformat.read(chapter, as_version=4)
+    solution_code = [code for parts in solutions.values() for code in parts["code"]]
+    outside = set()
+    for cell in source.cells:
+        if cell.cell_type == "code" and cell.source not in solution_code:
+            outside |= code_lines(cell.source)
+    student = read(STUDENT, chapter)
+    student_code = set()
+    for cell in student.cells:
+        if cell.cell_type == "code":
+            student_code |= code_lines(cell.source)
+    checked = 0
+    for code in solution_code:
+        exempt = exempt_lines(code)
+        for number, line in enumerate(code.split("\n"), start=1):
+            line = line.strip()
+            if not line or number in exempt or line in outside:
+                continue
+            checked += 1
+            assert line not in student_code, f"solution code left in the student notebook: {line}"
+    assert checked >= 20, f"{chapter.name}: only {checked} solution lines compared"
+
+
+def prose(text: str) -> list[str]:
+    """The sentences (and lines) of a markdown text worth comparing: 20 characters or more."""
+    pieces = re.split(r"\n|(?<=[.:;?!])\s+", text)
+    return [p.strip() for p in pieces if len(p.strip()) >= 20]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_no_solution_text_is_left(chapter):
+    """No line of a solution's text (as the Colab edition renders it) and no solution
+    heading is in the student notebook; nor is any output of a solution's code."""
+    colab = read(COLAB, chapter)
+    ids = {i for ids in colab.metadata["colab_edition"]["solutions"].values() for i in ids}
+    student = read(STUDENT, chapter)
+    text = "\n".join(c.source for c in student.cells)
+    outputs = json.dumps([c.get("outputs", []) for c in student.cells])
+    compared = 0
+    for cell in colab.cells:
+        if cell.get("id") not in ids:
+            continue
+        if cell.cell_type == "markdown":
+            for line in prose(cell.source):
+                compared += 1
+                assert line not in text, f"solution text left: {line[:100]}"
+        for output in cell.get("outputs", []):
+            shown = output.get("text") or output.get("data", {}).get("text/plain", "")
+            for line in prose(shown if isinstance(shown, str) else "".join(shown)):
+                assert json.dumps(line)[1:-1] not in outputs, f"solution output left: {line}"
+    assert compared >= 10
+    assert "Solution to Exercise" not in text and "<details" not in text.split("Exercises")[-1]
+
+
+# ----------------------------------------------------------- what stays, what is added
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_everything_else_is_the_colab_edition(chapter):
+    """The exercise statements and every other cell: the Colab edition's, in order, with
+    links to the online book sent to its student edition."""
+    colab = read(COLAB, chapter)
+    site = colab.metadata["colab_edition"]["site"]
+    ids = {i for ids in colab.metadata["colab_edition"]["solutions"].values() for i in ids}
+    expected = []
+    for cell in colab.cells:
+        if cell.get("id") in ids:
+            continue
+        cell = copy.deepcopy(cell)
+        if cell.cell_type == "markdown":
+            cell.source = cell.source.replace(f"]({site}", f"]({site}student/")
+        expected.append(cell)
+    student = read(STUDENT, chapter)
+    kept = [c for c in student.cells if ROLE not in c.metadata]
+    assert kept == expected
+    exercises = [c for c in kept if c.metadata.get("colab_edition", {}).get("role") == "exercise"]
+    assert len(exercises) >= len(chapter_solutions(chapter))
+    links = re.findall(r"\]\((https?://[^)\s]+)\)", "\n".join(c.source for c in kept))
+    assert any(u.startswith(site + "student/") for u in links)
+    assert not [u for u in links if u.startswith(site) and not u.startswith(site + "student/")]
+    assert student.metadata[ROLE]["site"] == site + "student/"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_every_self_check_call_stays_in_a_cell_of_its_own(chapter):
+    calls = []
+    for parts in chapter_solutions(chapter).values():
+        for code in parts["code"]:
+            calls += [ast.get_source_segment(code, c) for c in check_calls(code)]
+    assert calls, f"{chapter.name} has no self-check"
+    student = read(STUDENT, chapter)
+    cells = [c for c in student.cells if role(c) == "check"]
+    assert [c.source for c in cells] == calls
+    assert all(c.cell_type == "code" and c.outputs == [] for c in cells)
+    pairs = [p for e in student.metadata[ROLE]["exercises"].values() for p in e["checks"]]
+    assert [f"helpers.checks.{check}({fn})" for check, fn in pairs] == calls
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_starting_cells_have_the_solutions_signatures(chapter):
+    """For every definition in a solution: a definition with the same name, arguments,
+    defaults, annotations and decorators, whose body is a docstring and
+    `raise NotImplementedError(...)`, and nothing else in the starting cell."""
+    definitions = {}
+    for parts in chapter_solutions(chapter).values():
+        for code in parts["code"]:
+            for node in ast.parse(code).body:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    definitions[node.name] = node
+    student = read(STUDENT, chapter)
+    stubs = {}
+    for cell in student.cells:
+        if role(cell) != "starter":
+            continue
+        tree = ast.parse(cell.source)
+        assert tree.body and all(isinstance(n, ast.FunctionDef) for n in tree.body)
+        others = [line for line in cell.source.split("\n") if line.startswith("#")]
+        assert others in ([], [student_edition.CODE_HERE])
+        for node in tree.body:
+            stubs[node.name] = node
+    assert sorted(stubs) == sorted(definitions)
+    for name, solution in definitions.items():
+        stub = stubs[name]
+        assert ast.dump(stub.args) == ast.dump(solution.args), name
+        assert ast.dump(stub.returns or ast.Pass()) == ast.dump(solution.returns or ast.Pass())
+        assert [ast.dump(d) for d in stub.decorator_list] == [
+            ast.dump(d) for d in solution.decorator_list
+        ]
+        assert ast.get_docstring(stub), f"{name}: no docstring"
+        assert len(stub.body) == 2 and isinstance(stub.body[1], ast.Raise)
+        raised = stub.body[1].exc
+        assert isinstance(raised, ast.Call) and raised.func.id == "NotImplementedError"
+
+
+def starting_namespace(student: nbformat.NotebookNode) -> dict:
+    namespace = {"np": np, "helpers": helpers}
+    for cell in student.cells:
+        if role(cell) == "starter":
+            exec(compile(cell.source, cell.get("id", "starter"), "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_every_starting_cell_is_not_attempted_by_its_check(chapter):
+    """Each check cell, run on the starting cells, reports "not attempted" (a sentence,
+    not a traceback); so does the grader's run_self_check."""
+    student = read(STUDENT, chapter)
+    namespace = starting_namespace(student)
+    pairs = [p for e in student.metadata[ROLE]["exercises"].values() for p in e["checks"]]
+    for cell in (c for c in student.cells if role(c) == "check"):
+        report = eval(compile(cell.source, "check", "eval"), namespace)
+        assert report.status == NOT_ATTEMPTED, cell.source
+        assert "not attempted yet" in repr(report) and "Traceback" not in repr(report)
+    for check, function in pairs:
+        result = run_self_check(check, namespace, function)
+        assert result.status == NOT_ATTEMPTED, (check, function, result.message)
+    for name in {n for e in student.metadata[ROLE]["exercises"].values() for n in e["functions"]}:
+        with pytest.raises(NotImplementedError, match=r"Exercise \d+\.\d+: write " + name):
+            namespace[name](*([None] * namespace[name].__code__.co_argcount))
+
+
+SHOWN = re.compile(r"^(check_\w+)\((\w+)\): (All \d+ checks passed|The 1 check passed)", re.M)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_reference_solutions_pass_their_checks(chapter):
+    """Where a chapter shows a self-check's report (the last line of a solution cell), it
+    is "passed": nbval re-executes the chapter and compares that output, so this holds for
+    the current code. (tests/colab runs every check on the reference solutions.)"""
+    source = nbformat.read(chapter, as_version=4)
+    solution_code = [c for p in chapter_solutions(chapter).values() for c in p["code"]]
+    shown = 0
+    for cell in source.cells:
+        if cell.cell_type != "code" or cell.source not in solution_code:
+            continue
+        body = ast.parse(cell.source).body
+        if not body or not student_edition.is_check_call(body[-1]):
+            continue
+        call = body[-1].value
+        text = "".join(
+            o.get("data", {}).get("text/plain", "")
+            for o in cell.outputs
+            if o.output_type == "execute_result"
+        )
+        assert (call.func.attr, call.args[0].id) in [m[:2] for m in SHOWN.findall(text)], text
+        shown += 1
+    assert shown >= 2
+
+
+# ------------------------------------------------------------------ the generator
+
+
+def colab_notebook(cells: list[dict], solutions: dict[str, list[str]]) -> dict:
+    return {
+        "cells": cells,
+        "metadata": {
+            "colab_edition": {
+                "chapter": "notebooks/09_test.ipynb",
+                "site": "https://example.org/book/",
+                "exercises": {label: "9.1" for label in solutions},
+                "solutions": solutions,
+            },
+            "colab": {"collapsed_sections": [ids[0] for ids in solutions.values()]},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def md(cell_id: str, text: str, **meta) -> dict:
+    return {"cell_type": "markdown", "id": cell_id, "metadata": meta, "source": text}
+
+
+def code(cell_id: str, text: str) -> dict:
+    return {
+        "cell_type": "code",
+        "id": cell_id,
+        "metadata": {},
+        "source": text,
+        "execution_count": 1,
+        "outputs": [],
+    }
+
+
+SOLUTION_CODE = '''\
+@functools.cache
+def my_f(
+    x: np.ndarray,  # the input
+    *,
+    scale: float = 2.0,
+) -> np.ndarray:
+    """Scale x: the docstring stays."""
+    return scale * x
+
+
+class Counter:
+    """Counts."""
+
+    def __init__(self, start=0):
+        self.n = start
+
+    def step(self):
+        self.n += 1
+
+
+async def fetch(url):  # a comment after the header goes
+    return url
+
+
+value = my_f(np.ones(2))
+helpers.checks.check_softmax(my_f)
+'''
+
+
+def test_generator_on_every_kind_of_definition():
+    nb = colab_notebook(
+        [
+            md("a", "### Exercise 9.1\n\nSee [the book](https://example.org/book/intro.html)."),
+            md("s", "#### Solution to Exercise 9.1", **{"jp-MarkdownHeadingCollapsed": True}),
+            md("t", "Because the secret reason."),
+            code("c", SOLUTION_CODE),
+            code("d", "assert value.sum() == 4"),
+            md("e", "## Next"),
+        ],
+        {"ex-f": ["s", "t", "c", "d"]},
+    )
+    out = student_edition.student_notebook(nb, "09_test.ipynb")
+    sources = [c["source"] for c in out["cells"]]
+    assert sources[0].endswith("(https://example.org/book/student/intro.html).")
+    assert sources[1] == student_edition.ANSWER
+    assert (
+        sources[2]
+        == '''\
+@functools.cache
+def my_f(
+    x: np.ndarray,  # the input
+    *,
+    scale: float = 2.0,
+) -> np.ndarray:
+    """Scale x: the docstring stays."""
+    raise NotImplementedError("Exercise 9.1: write my_f")
+
+
+class Counter:
+    """Counts."""
+
+    def __init__(self, start=0):
+        """Your answer to Exercise 9.1."""
+        raise NotImplementedError("Exercise 9.1: write __init__")
+
+    def step(self):
+        """Your answer to Exercise 9.1."""
+        raise NotImplementedError("Exercise 9.1: write step")
+
+
+async def fetch(url):
+    """Your answer to Exercise 9.1."""
+    raise NotImplementedError("Exercise 9.1: write fetch")
+
+
+# Write your code here.'''
+    )
+    assert sources[3] == "helpers.checks.check_softmax(my_f)"
+    assert sources[4] == student_edition.CODE_HERE
+    assert sources[5] == "## Next"
+    assert len(sources) == 6
+    assert "secret" not in json.dumps(out)
+    exercise = out["metadata"]["student_edition"]["exercises"]["ex-f"]
+    assert exercise == {
+        "number": "9.1",
+        "functions": ["my_f", "Counter", "fetch"],
+        "checks": [["check_softmax", "my_f"]],
+    }
+    assert out["metadata"]["colab"]["collapsed_sections"] == []
+
+
+@pytest.mark.parametrize(
+    ("solution_code", "message"),
+    [
+        ("def f(:\n    pass", "does not parse"),
+        ("f = lambda z: z\nhelpers.checks.check_softmax(f)", "only the solution's code defines"),
+    ],
+)
+def test_generator_stops_on_what_it_cannot_convert(solution_code, message):
+    nb = colab_notebook(
+        [md("s", "#### Solution to Exercise 9.1"), code("c", solution_code)], {"ex-g": ["s", "c"]}
+    )
+    with pytest.raises(student_edition.StudentEditionError, match=message) as err:
+        student_edition.student_notebook(nb, "09_test.ipynb")
+    assert "09_test.ipynb" in str(err.value) and "ex-g" in str(err.value)
+
+
+def test_generator_stops_on_a_solution_split_by_other_cells():
+    nb = colab_notebook(
+        [md("s", "#### Solution"), md("x", "Not the solution."), code("c", "x = 1")],
+        {"ex-h": ["s", "c"]},
+    )
+    with pytest.raises(student_edition.StudentEditionError, match="not contiguous"):
+        student_edition.student_notebook(nb, "09_test.ipynb")
+
+
+def test_the_committed_student_edition_comes_from_the_committed_colab_edition():
+    """(The staleness test in test_colab_edition.py compares both with a fresh build.)"""
+    colab = {p.name: p.read_bytes() for p in sorted(COLAB.glob("*.ipynb"))}
+    fresh = student_edition.generate(colab)
+    assert {n: d for n, d in fresh.items()} == {
+        p.name: p.read_bytes() for p in sorted(STUDENT.glob("*.ipynb"))
+    }
