@@ -12,9 +12,10 @@ Rows:
   inputs of shape (1, 1, n, d), which selects its fused (flash) CPU kernel, against
   PyTorch's math backend (``sdpa_kernel(SDPBackend.MATH)``, which forms the weights),
   against ``flash_attention`` restricted to one thread (its default shares the query
-  blocks between two), against chapter 2's ``helpers.scaled_dot_product_attention`` (which returns the
-  weights), and against the *plain NumPy* exact form (``S = Q Kᵀ/√d``, a max-shifted
-  softmax, ``A V``, five lines). Ratios are other / flash: > 1 means flash is faster.
+  blocks between two), against chapter 2's ``helpers.scaled_dot_product_attention``
+  (which returns the weights), and against the *plain NumPy* exact form
+  (``S = Q Kᵀ/√d``, a max-shifted softmax, ``A V``, five lines). Ratios are
+  other / flash: > 1 means flash is faster.
 * ``memory``: tracemalloc's peak while ``flash_attention`` runs at n = 16384, d = 64,
   float64 (everything it allocates, the output included), against the 2 GiB that the
   weights alone would take.
