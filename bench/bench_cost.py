@@ -11,9 +11,11 @@ Rows:
   ``helpers.flash_attention`` against PyTorch's ``scaled_dot_product_attention`` with
   inputs of shape (1, 1, n, d), which selects its fused (flash) CPU kernel, against
   PyTorch's math backend (``sdpa_kernel(SDPBackend.MATH)``, which forms the weights),
-  against chapter 2's ``helpers.scaled_dot_product_attention`` (which returns the
-  weights), and against the *plain NumPy* exact form (``S = Q Kᵀ/√d``, a max-shifted
-  softmax, ``A V``, five lines). Ratios are other / flash: > 1 means flash is faster.
+  against ``flash_attention`` restricted to one thread (its default shares the query
+  blocks between two), against chapter 2's ``helpers.scaled_dot_product_attention``
+  (which returns the weights), and against the *plain NumPy* exact form
+  (``S = Q Kᵀ/√d``, a max-shifted softmax, ``A V``, five lines). Ratios are
+  other / flash: > 1 means flash is faster.
 * ``memory``: tracemalloc's peak while ``flash_attention`` runs at n = 16384, d = 64,
   float64 (everything it allocates, the output included), against the 2 GiB that the
   weights alone would take.
@@ -42,6 +44,7 @@ import torch.nn.functional as F
 from _common import best_of, environment, parse_args
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+import helpers.flash
 from helpers import (
     KVCache,
     attention_decoder,
@@ -75,6 +78,9 @@ def exact_rows(repeat: int) -> None:
     Q, K, V = (rng.normal(size=(N, D)) for _ in range(3))
     # Interleave NumPy and PyTorch in the same run; the best of each is kept.
     ours = best_of(lambda: flash_attention(Q, K, V), repeat)
+    threads, helpers.flash._MAX_THREADS = helpers.flash._MAX_THREADS, 1
+    one_thread = best_of(lambda: flash_attention(Q, K, V), repeat)
+    helpers.flash._MAX_THREADS = threads
     chapter2 = best_of(lambda: scaled_dot_product_attention(Q, K, V), repeat)
     plain = best_of(lambda: plain_numpy_attention(Q, K, V), repeat)
     pause()
@@ -94,6 +100,7 @@ def exact_rows(repeat: int) -> None:
     print(f"\nexact attention, n = {N}, d = {D}, float64 (ratio = other / flash_attention)")
     rows = [
         ("helpers.flash_attention", ours),
+        ("helpers.flash_attention, one thread", one_thread),
         ("torch SDPA, default (fused)", fused),
         ("torch SDPA, math backend", math),
         ("helpers.scaled_dot_product_attention", chapter2),

@@ -19,6 +19,8 @@ scale ``1 / sqrt(d_k)``; ``causal=True`` applies :func:`helpers.masks.causal_mas
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
@@ -38,11 +40,15 @@ from helpers.softmax import _to_out_dtype
 
 __all__ = ["flash_attention", "flash_attention_backward", "online_softmax_merge"]
 
-# Tiles of 256 query rows by 1024 keys: 2 MiB of float64 scores, large enough for
-# efficient matrix products and few Python iterations, small enough to stay in cache.
-# See bench/bench_cost.py for the measurements behind these defaults.
-BLOCK_Q = 256
-BLOCK_K = 1024
+# Tiles of 512 query rows by 2048 keys: 2**20 scores (8 MiB in float64), the size
+# chapter 2's attention found fastest (large enough for efficient matrix products and
+# few Python iterations, small enough for the cache). On this book's shared 2-core
+# machine, under load, tiles of 2**20 scores were 1.3x to 1.8x faster than tiles of
+# 2**18 (256 x 1024) or 2**19 (bench/bench_cost.py times the defaults).
+BLOCK_Q = 512
+BLOCK_K = 2048
+# Threads that share the query blocks (at most; never more than the cores available).
+_MAX_THREADS = 2
 
 
 # ---------------------------------------------------------------------------
@@ -155,7 +161,7 @@ def _hide_above_diagonal(E: np.ndarray, q0: int, k0: int, offset: int, fill: flo
     """Set ``E[..., i, j] = fill`` where key ``k0 + j`` is after query ``q0 + i`` may see."""
     rows, cols = E.shape[-2:]
     # key k0 + j is hidden from query q0 + i iff k0 + j > q0 + i + offset
-    hidden = np.arange(cols)[None, :] - np.arange(rows)[:, None] > q0 + offset - k0
+    hidden = np.arange(cols)[None, :] > np.arange(rows)[:, None] + (q0 + offset - k0)
     np.copyto(E, fill, where=hidden)
 
 
@@ -204,9 +210,9 @@ def flash_attention(
         Query ``i`` sees key ``j`` only if ``j <= i + m - n``
         (:func:`helpers.masks.causal_mask`); tiles entirely above that diagonal are
         skipped, not computed and masked.
-    block_q : int, default 256
+    block_q : int, default 512
         Query rows per tile (``>= 1``); ``n`` need not be a multiple.
-    block_k : int, default 1024
+    block_k : int, default 2048
         Keys per tile (``>= 1``); ``m`` need not be a multiple. At most
         ``block_q · block_k`` scores exist at any time (several small matrices of a
         batch share a tile when ``n <= block_q`` and ``m <= block_k``).
@@ -255,11 +261,15 @@ def flash_attention(
     beyond the inputs and the output: one tile of scores and :math:`O(n)` numbers per
     row block, instead of the :math:`n m` weights.
 
-    Two shortcuts keep it fast. As in chapter 2, a tile whose scores provably lie
-    within :math:`\pm 64` (by Cauchy-Schwarz, :math:`|S_{ij}| \le \|q_i\|\|k_j\|/\sqrt{d_k}`)
-    needs no max: :math:`\mu_i = 0` works, and the rescaling is skipped. And a ones
-    column appended to ``V`` makes the matrix product with the tile return
-    :math:`\ell_i` as well, so the row sums cost no separate pass.
+    **Speed.** As in chapter 2, a tile whose scores provably lie within :math:`\pm 64`
+    (by Cauchy-Schwarz, :math:`|S_{ij}| \le \|q_i\|\|k_j\|/\sqrt{d_k}`) needs no max:
+    :math:`\mu_i = 0` works, and the rescaling is skipped. The query blocks are
+    independent, so on a machine with two cores or more two threads share them: NumPy
+    computes ``exp`` on one core (and, without AVX-512, one entry at a time: about
+    5.6 ns per float64 entry on the book's machine, a third of the time here), and one
+    thread's ``exp`` overlaps the other's matrix products. Every block is computed by
+    the same operations whichever thread runs it, so the result does not depend on the
+    threads. Memory beyond the inputs and the output: one tile per thread.
 
     Examples
     --------
@@ -291,72 +301,110 @@ def flash_attention(
 
 
 def _forward(Q, K, V, batch, work, causal, bq, bk, output, lse) -> None:
-    n, (m, d_k), d_v = Q.shape[-2], K.shape[-2:], V.shape[-1]
+    n, (m, d_k) = Q.shape[-2], K.shape[-2:]
     B = math.prod(batch)
     scale = work.type(1.0 / math.sqrt(d_k))
     q = _flat(Q, batch, work)  # (B, n, d_k): a view unless broadcast or converted
     k = _flat(K, batch, work)
-    # V with a ones column: the product of a tile of weights with it gives the
-    # weighted values and, in the last column, the row sums.
-    v = np.empty((B, m, d_v + 1), dtype=work)
-    v[..., :d_v] = _flat(V, batch, work)
-    v[..., d_v] = 1
+    v = _flat(V, batch, work)
     offset = m - n  # bottom-right causal alignment, as causal_mask
     q_norm = np.sqrt(np.einsum("bnd,bnd->bn", q, q)) * scale  # (B, n)
     k_norm = np.sqrt(np.einsum("bmd,bmd->bm", k, k))  # (B, m)
-    safe = _safe_threshold(work, m, float(np.abs(V).max(initial=0.0)))
+    safe = _safe_threshold(work, m, float(np.abs(v).max(initial=0.0)))
     kt = k.transpose(0, 2, 1)  # (B, d_k, m)
     groups = _batch_groups(B, n, m, bq, bk)
-    g_max = groups[0].stop - groups[0].start
-    buf = np.empty(g_max * min(bq, n) * min(bk, m), dtype=work)
-    tmp = np.empty(g_max * min(bq, n) * (d_v + 1), dtype=work)
-    for bs in groups:
-        g = bs.stop - bs.start
-        for q0 in range(0, n, bq):
-            q1 = min(n, q0 + bq)
-            rows = q1 - q0
-            k_end = _key_range(q0, q1, m, offset, causal)
-            if k_end == 0:
-                continue  # no key visible to any row: output 0, lse -inf
-            qb = q[bs, q0:q1] * scale  # (g, rows, d_k)
-            qb_max = float(q_norm[bs, q0:q1].max())
-            acc = np.zeros((g, rows, d_v + 1), dtype=work)  # u and, last, ℓ
-            mu = None  # reference per row; None while it is 0 (no max-shift)
-            for k0 in range(0, k_end, bk):
-                k1 = min(k_end, k0 + bk)
-                cols = k1 - k0
-                E = buf[: g * rows * cols].reshape(g, rows, cols)
-                np.matmul(qb, kt[bs, :, k0:k1], out=E)  # scaled scores
-                partial = causal and k1 - 1 > q0 + offset
-                if partial:
-                    _hide_above_diagonal(E, q0, k0, offset, -np.inf)
-                if mu is None and qb_max * float(k_norm[bs, k0:k1].max()) <= safe:
-                    np.exp(E, out=E)  # |S| <= safe: no shift needed
-                else:
-                    top = E.max(axis=-1)  # (g, rows); -inf for a row that sees no key here
-                    new = top if mu is None else np.maximum(mu, top)
-                    if mu is None:
-                        # the reference so far was 0 (rows without keys yet have acc = 0)
-                        new = np.maximum(new, 0.0) if k0 > 0 else new
-                        old = 0.0
-                    else:
-                        old = mu
-                    ref = np.where(np.isneginf(new), 0.0, new)
-                    if k0 > 0:
-                        acc *= np.exp(old - ref)[..., None]
-                    E -= ref[..., None]
-                    np.exp(E, out=E)
-                    mu = new
-                part = tmp[: g * rows * (d_v + 1)].reshape(g, rows, d_v + 1)
-                np.matmul(E, v[bs, k0:k1], out=part)
-                acc += part
-            total = acc[..., d_v]  # ℓ, (g, rows)
-            seen = total > 0
-            denom = np.where(seen, total, 1.0)
-            output[bs, q0:q1] = acc[..., :d_v] / denom[..., None]
-            ref = 0.0 if mu is None else np.where(np.isneginf(mu), 0.0, mu)
-            with np.errstate(divide="ignore"):
-                lse[bs, q0:q1] = np.where(seen, ref + np.log(denom), -np.inf)
+    jobs = [
+        (bs, q0)
+        for bs in groups
+        for q0 in range(0, n, bq)
+        if _key_range(q0, min(n, q0 + bq), m, offset, causal) > 0  # else: output 0, lse -inf
+    ]
+    tile = (groups[0].stop - groups[0].start) * min(bq, n) * min(bk, m)
+
+    def run(share: list[tuple[slice, int]]) -> None:
+        buf = np.empty(tile, dtype=work)  # the one tile of scores this thread holds
+        for bs, q0 in share:
+            _forward_rows(
+                q, kt, v, q_norm, k_norm, safe, scale, bs, q0, bq, bk, causal, buf, output, lse
+            )
+
+    workers = min(_threads(), len(jobs))
+    if workers <= 1:
+        run(jobs)
+        return
+    # Query blocks are independent: two threads share them, so that one thread's exp
+    # (which NumPy runs on one core) overlaps the other's matrix products. Each block is
+    # computed by the same operations whichever thread runs it: the result is the same.
+    pool = _pool(workers)
+    for future in [pool.submit(run, jobs[w::workers]) for w in range(workers)]:
+        future.result()
+
+
+def _forward_rows(q, kt, v, q_norm, k_norm, safe, scale, bs, q0, bq, bk, causal, buf, output, lse):
+    """Rows ``q0 : q0 + bq`` of the batch elements ``bs``: the loop over key blocks."""
+    n, m = q.shape[1], kt.shape[2]
+    offset = m - n
+    work = q.dtype
+    g = bs.stop - bs.start
+    q1 = min(n, q0 + bq)
+    rows = q1 - q0
+    k_end = _key_range(q0, q1, m, offset, causal)
+    qb = q[bs, q0:q1] * scale  # (g, rows, d_k)
+    qb_max = float(q_norm[bs, q0:q1].max())
+    acc = np.zeros((g, rows, v.shape[-1]), dtype=work)  # unnormalised output u
+    total = np.zeros((g, rows), dtype=work)  # ℓ
+    mu = None  # reference per row; None while it is 0 (no max-shift)
+    for k0 in range(0, k_end, bk):
+        k1 = min(k_end, k0 + bk)
+        E = buf[: g * rows * (k1 - k0)].reshape(g, rows, k1 - k0)
+        np.matmul(qb, kt[bs, :, k0:k1], out=E)  # scaled scores
+        if causal and k1 - 1 > q0 + offset:  # a tile across the diagonal
+            _hide_above_diagonal(E, q0, k0, offset, -np.inf)
+        if mu is None and qb_max * float(k_norm[bs, k0:k1].max()) <= safe:
+            np.exp(E, out=E)  # |S| <= safe: no shift needed
+        else:
+            top = E.max(axis=-1)  # (g, rows); -inf for a row that sees no key here
+            if mu is None:
+                # the reference so far was 0 (rows without keys yet have acc = 0)
+                new, old = (np.maximum(top, 0.0), 0.0) if k0 > 0 else (top, None)
+            else:
+                new, old = np.maximum(mu, top), mu
+            ref = np.where(np.isneginf(new), 0.0, new)
+            if old is not None:
+                alpha = np.exp(old - ref)  # <= 1: the earlier sums, rescaled
+                acc *= alpha[..., None]
+                total *= alpha
+            E -= ref[..., None]
+            np.exp(E, out=E)
+            mu = new
+        total += E.sum(axis=-1)
+        acc += E @ v[bs, k0:k1]
+    seen = total > 0
+    denom = np.where(seen, total, 1.0)
+    output[bs, q0:q1] = acc / denom[..., None]
+    ref = 0.0 if mu is None else np.where(np.isneginf(mu), 0.0, mu)
+    with np.errstate(divide="ignore"):
+        lse[bs, q0:q1] = np.where(seen, ref + np.log(denom), -np.inf)
+
+
+def _threads() -> int:
+    """Threads :func:`flash_attention` uses: 2 if the process may run on 2 cores or more."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return min(_MAX_THREADS, cores)
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A pool of threads kept for the process (threads are costly to start every call)."""
+    global _POOL
+    if _POOL is None or _POOL._max_workers < workers:
+        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flash_attention")
+    return _POOL
 
 
 # ---------------------------------------------------------------------------
