@@ -6,8 +6,16 @@ module's docstring says which chapter introduces it.
 
 from helpers import checks
 from helpers.attention import attention_backward, scaled_dot_product_attention
+from helpers.cost import AttentionCost, attention_cost, kv_cache_bytes
+from helpers.flash import flash_attention, flash_attention_backward, online_softmax_merge
 from helpers.glue import glue
 from helpers.kv_cache import KVCache, attention_decoder, init_attention_decoder
+from helpers.linear_attention import (
+    favor_features,
+    linear_attention,
+    performer_attention,
+    random_features,
+)
 from helpers.masks import causal_mask, padding_mask
 from helpers.models import (
     bert_forward,
@@ -70,12 +78,14 @@ from helpers.widgets import Explorer, Param, log_values
 
 __all__ = [
     "Adam",
+    "AttentionCost",
     "Explorer",
     "KVCache",
     "Param",
     "alibi_bias",
     "alibi_slopes",
     "attention_backward",
+    "attention_cost",
     "attention_decoder",
     "bert_forward",
     "bert_params_from_hf",
@@ -88,8 +98,11 @@ __all__ = [
     "encoder_block_backward",
     "entropy",
     "expert_capacity",
+    "favor_features",
     "feed_forward",
     "feed_forward_backward",
+    "flash_attention",
+    "flash_attention_backward",
     "gelu",
     "gelu_tanh",
     "glue",
@@ -101,10 +114,12 @@ __all__ = [
     "init_block_params",
     "init_decoder_layer_params",
     "init_mha_params",
+    "kv_cache_bytes",
     "kv_cache_elements",
     "layer_norm",
     "layer_norm_backward",
     "layer_norm_jacobian",
+    "linear_attention",
     "load_balancing_loss",
     "log_softmax",
     "log_values",
@@ -117,7 +132,10 @@ __all__ = [
     "multi_head_attention",
     "multi_head_attention_backward",
     "next_token_distribution",
+    "online_softmax_merge",
     "padding_mask",
+    "performer_attention",
+    "random_features",
     "relu",
     "rms_norm",
     "rope",

@@ -1,0 +1,667 @@
+"""Self-checks of chapter 5 (the cost of attention), built on :mod:`helpers.checks.core`.
+
+Four checks, one per exercise: the merge rule of the online softmax, a tiled forward
+pass (whose peak memory is measured too), causal linear attention as a running sum,
+and the bytes of a key/value cache. When an answer is wrong, the diagnosis recomputes
+it with each usual slip and names the one that reproduces the reader's numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from helpers.attention import scaled_dot_product_attention
+from helpers.checks.core import Case, CheckReport, Diagnose, Finding
+from helpers.checks.multihead import _append, _run, _Spec, _Unusable
+
+__all__ = [
+    "check_causal_linear_attention",
+    "check_kv_cache_bytes",
+    "check_online_softmax_merge",
+    "check_tiled_attention",
+]
+
+_SLIP_RTOL, _SLIP_ATOL = 1e-6, 1e-9
+
+
+def _first_match(
+    got: np.ndarray, candidates: dict[str, tuple[np.ndarray, Finding]]
+) -> list[Finding]:
+    """The finding of the first candidate answer equal to ``got``, or []."""
+    with np.errstate(all="ignore"):
+        for answer, finding in candidates.values():
+            if answer.shape == got.shape and np.allclose(
+                got, answer, rtol=_SLIP_RTOL, atol=_SLIP_ATOL, equal_nan=True
+            ):
+                return [finding]
+    return []
+
+
+# ---------------------------------------------------------------------------
+# check_online_softmax_merge
+# ---------------------------------------------------------------------------
+
+_MERGE_FORMULA = (
+    "mu = max(mu1, mu2) and ell = exp(mu1 - mu) * ell1 + exp(mu2 - mu) * ell2, entry by entry"
+)
+
+_EMPTY_HINT = (
+    "where both blocks are empty, mu1 - mu is -inf - (-inf) = nan: shift by a finite number "
+    "there, e.g. safe = np.where(np.isinf(mu), 0.0, mu), so that exp(-inf) * 0 gives 0"
+)
+
+
+def _merge_reference(mu1, l1, mu2, l2) -> np.ndarray:
+    mu = np.maximum(mu1, mu2)
+    safe = np.where(np.isinf(mu), 0.0, mu)
+    return np.stack([mu, np.exp(mu1 - safe) * l1 + np.exp(mu2 - safe) * l2])
+
+
+def _merge_pick(result: object) -> np.ndarray:
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        raise _Unusable(
+            type(result).__name__,
+            "expected a pair (mu, ell)",
+            "return both: return mu, ell",
+        )
+    try:
+        mu, ell = (np.asarray(r, dtype=np.float64) for r in result)
+        return np.stack([mu, ell])
+    except (TypeError, ValueError) as err:
+        raise _Unusable(
+            repr(result)[:80], f"could not read (mu, ell) as arrays: {err}", ""
+        ) from err
+
+
+def _merge_diagnose(mu1, l1, mu2, l2) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        mu = np.maximum(mu1, mu2)
+        with np.errstate(all="ignore"):
+            candidates = {
+                "no rescale": (
+                    np.stack([mu, l1 + l2]),
+                    Finding(
+                        "the sums are added without rescaling: each block's sum was taken "
+                        "relative to its own maximum, so it must be multiplied by exp(mu_b - mu)",
+                        _MERGE_FORMULA,
+                    ),
+                ),
+                "wrong sign": (
+                    np.stack([mu, np.exp(mu - mu1) * l1 + np.exp(mu - mu2) * l2]),
+                    Finding(
+                        "the sums are rescaled by exp(mu - mu_b), the wrong sign: the factor "
+                        "exp(mu_b - mu) is at most 1",
+                        _MERGE_FORMULA,
+                    ),
+                ),
+                "larger sum": (
+                    np.stack([mu, np.maximum(l1, l2)]),
+                    Finding(
+                        "ell is the larger of the two sums; it is their rescaled sum",
+                        _MERGE_FORMULA,
+                    ),
+                ),
+                "sum of maxima": (
+                    np.stack([mu1 + mu2, _merge_reference(mu1, l1, mu2, l2)[1]]),
+                    Finding("mu is mu1 + mu2; it is the larger of the two", _MERGE_FORMULA),
+                ),
+            }
+        found = _first_match(got, candidates)
+        if not found and np.isnan(got).any():
+            found = [
+                Finding(
+                    "nan where both blocks are empty (mu1 = mu2 = -inf): -inf - (-inf) is nan",
+                    "where mu is -inf, shift by 0 instead (np.where(np.isinf(mu), 0.0, mu)): "
+                    "exp(-inf) * 0 is then 0",
+                )
+            ]
+        return found
+
+    return diagnose
+
+
+def check_online_softmax_merge(
+    fn: Callable[
+        [np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[npt.ArrayLike, npt.ArrayLike]
+    ],
+) -> CheckReport:
+    """Check the reader's merge of two blocks' running maxima and sums (the online softmax).
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(mu1, ell1, mu2, ell2) -> (mu, ell)`` on arrays of shape ``(n,)``: one entry
+        per row, ``mu_b`` the largest score of block ``b`` and ``ell_b`` the sum of
+        ``exp(s - mu_b)`` over it; an empty block has ``mu = -inf``, ``ell = 0``.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches the merge rule. The report recognises sums added
+        without rescaling, the rescaling with the wrong sign, the larger sum in place of
+        the sum, the sum of the maxima, and ``nan`` for two empty blocks.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_online_softmax_merge
+    >>> def no_rescale(mu1, ell1, mu2, ell2):
+    ...     return np.maximum(mu1, mu2), ell1 + ell2
+    >>> report = check_online_softmax_merge(no_rescale)
+    >>> bool(report), report.failures[0].problem.split(":")[0]
+    (False, 'the sums are added without rescaling')
+    """
+    rng = np.random.default_rng(5)
+    layouts = []
+    s1, s2 = rng.normal(size=(4, 6)) * 2, rng.normal(size=(4, 9)) * 2
+    layouts.append(("two blocks of ordinary scores", s1, s2))
+    layouts.append(("scores near 1e4 (a plain exp overflows)", s1 + 1e4, s2 + 9990.0))
+    layouts.append(("one block far larger than the other", s1 - 500.0, s2))
+    stats = []
+    for name, a, b in layouts:
+        mu1, mu2 = a.max(axis=1), b.max(axis=1)
+        l1 = np.exp(a - mu1[:, None]).sum(axis=1)
+        l2 = np.exp(b - mu2[:, None]).sum(axis=1)
+        stats.append((name, mu1, l1, mu2, l2))
+    inf = np.inf
+    stats.append(
+        (
+            "empty blocks (mu = -inf, ell = 0)",
+            np.array([-inf, 1.5, -inf]),
+            np.array([0.0, 2.0, 0.0]),
+            np.array([0.3, -inf, -inf]),
+            np.array([3.0, 0.0, 0.0]),
+        )
+    )
+    specs = []
+    for name, mu1, l1, mu2, l2 in stats:
+        expected = _merge_reference(mu1, l1, mu2, l2)
+        hint = _EMPTY_HINT if "empty" in name else _MERGE_FORMULA
+        specs.append(
+            _Spec(
+                Case(name, {"mu1": mu1, "ell1": l1, "mu2": mu2, "ell2": l2}, expected, hint),
+                lambda *arrays: arrays,
+                f"mu1, ell1, mu2, ell2: arrays of shape {mu1.shape} (output shown as [mu, ell])",
+                _merge_diagnose(mu1, l1, mu2, l2),
+                pick=_merge_pick,
+            )
+        )
+    return _run(fn, "check_online_softmax_merge", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_tiled_attention
+# ---------------------------------------------------------------------------
+
+_TILED_FORMULA = (
+    "for each block of queries keep mu (running max), ell (running sum) and U (running "
+    "output); for each block of keys: S = Qb Kc^T / sqrt(d_k), mu' = max(mu, rowmax S), "
+    "P = exp(S - mu'), ell = exp(mu - mu') ell + rowsum P, U = exp(mu - mu') U + P Vc; "
+    "finally O = U / ell"
+)
+
+# The largest peak allowed in the memory case, as a share of one n x m float64 matrix.
+_MEMORY_SHARE = 0.25
+
+
+def _tiled_variant(Q, K, V, block: int, slip: str) -> np.ndarray:
+    n, m = Q.shape[0], K.shape[0]
+    scale = 1.0 if slip == "no scale" else 1 / math.sqrt(Q.shape[1])
+    out = np.empty((n, V.shape[1]))
+    m_used = (m // block) * block if slip == "last block dropped" else m
+    for q0 in range(0, n, block):
+        Qb = Q[q0 : q0 + block] * scale
+        mu, ell = np.full(len(Qb), -np.inf), np.zeros(len(Qb))
+        U = np.zeros((len(Qb), V.shape[1]))
+        outs = []
+        for k0 in range(0, m_used, block):
+            S = Qb @ K[k0 : min(k0 + block, m_used)].T
+            Vc = V[k0 : min(k0 + block, m_used)]
+            if slip == "blockwise softmax":
+                P = np.exp(S - S.max(axis=1, keepdims=True))
+                outs.append(P / P.sum(axis=1, keepdims=True) @ Vc)
+                continue
+            mu_new = np.maximum(mu, S.max(axis=1))
+            P = np.exp(S - mu_new[:, None])
+            factor = np.ones_like(mu) if slip == "no rescale" else np.exp(mu - mu_new)
+            ell = factor * ell + P.sum(axis=1)
+            U = factor[:, None] * U + P @ Vc
+            mu = mu_new
+        out[q0 : q0 + len(Qb)] = np.mean(outs, axis=0) if outs else U / ell[:, None]
+    return out
+
+
+def _tiled_diagnose(Q, K, V, block: int) -> Diagnose:
+    texts = {
+        "no rescale": (
+            "the running sum and output are not rescaled when the running maximum grows: "
+            "earlier blocks keep terms exp(s - old max)",
+            "multiply ell and U by exp(mu - mu_new) before adding the new block",
+        ),
+        "blockwise softmax": (
+            "each block of keys is normalised on its own and the block outputs averaged: "
+            "a block's weights must be relative to the whole row",
+            _TILED_FORMULA,
+        ),
+        "no scale": ("the scores are not divided by sqrt(d_k)", "S = Qb @ Kc.T / np.sqrt(d_k)"),
+        "last block dropped": (
+            "the last, partial block of keys is left out (m is not a multiple of block_size)",
+            "loop with range(0, m, block_size) and slice K[k0 : k0 + block_size]",
+        ),
+    }
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        with np.errstate(all="ignore"):
+            candidates = {
+                slip: (_tiled_variant(Q, K, V, block, slip), Finding(*text))
+                for slip, text in texts.items()
+            }
+        return _first_match(got, candidates)
+
+    return diagnose
+
+
+def _memory_case(
+    fn: Callable[..., object], check_name: str, case: Case, block: int | None, shown: str, n: int
+) -> CheckReport:
+    """Run ``fn`` on ``case`` under tracemalloc; fail if its peak is near an n x n matrix."""
+    limit = _MEMORY_SHARE * n * n * 8
+    peaks: list[int] = []
+
+    def measured(*args: object) -> object:
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        start = tracemalloc.get_traced_memory()[0]
+        try:
+            result = fn(*args)
+            peaks.append(tracemalloc.get_traced_memory()[1] - start)
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
+        return result
+
+    measured.__name__ = getattr(fn, "__name__", type(fn).__name__)
+
+    def pick(result: object) -> object:
+        peak = peaks[-1] if peaks else 0
+        if peak > limit:
+            raise _Unusable(
+                f"the right output, with a peak of {peak / 2**20:.1f} MiB",
+                f"your function allocated {peak / 2**20:.1f} MiB at n = {n}; one n x n "
+                f"float64 matrix is {n * n * 8 / 2**20:.0f} MiB, and the point is to need far "
+                f"less (at most {limit / 2**20:.0f} MiB is allowed)",
+                "never build the whole n x n matrix: keep one tile of scores at a time (tiled "
+                "attention), or running sums (linear attention)",
+            )
+        return result
+
+    arrange = _append(block) if block is not None else (lambda *arrays: arrays)
+    return _run(measured, check_name, [_Spec(case, arrange, shown, pick=pick)])
+
+
+def check_tiled_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
+    """Check the reader's tiled attention: exact output, one tile of scores at a time.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(Q, K, V, block_size) -> output`` with ``Q (n, d_k)``, ``K (m, d_k)``,
+        ``V (m, d_v)`` and a Python int ``block_size``; the output ``(n, d_v)`` must equal
+        ``softmax(Q K^T / sqrt(d_k)) V``.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches :func:`helpers.scaled_dot_product_attention` and,
+        at ``n = m = 2048``, the function's peak memory (measured with ``tracemalloc``)
+        stays below a quarter of one ``n x m`` float64 matrix. The report recognises a
+        running sum that is not rescaled, blocks normalised on their own, a missing
+        ``1/sqrt(d_k)`` and a dropped last block.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import scaled_dot_product_attention
+    >>> from helpers.checks import check_tiled_attention
+    >>> def not_tiled(Q, K, V, block_size):
+    ...     return scaled_dot_product_attention(Q, K, V)[0]
+    >>> report = check_tiled_attention(not_tiled)
+    >>> [r.name for r in report.failures]
+    ['no n x m matrix: n = m = 2048']
+    """
+    rng = np.random.default_rng(7)
+    layouts = [
+        ("n = m = 64, blocks of 16", 64, 64, 16, 8, 1.0),
+        ("n = 50, m = 70: sizes not multiples of 16", 50, 70, 16, 8, 1.0),
+        ("one block larger than the sequence", 10, 12, 64, 4, 1.0),
+        ("scores near 1e4 (a plain exp overflows)", 20, 40, 8, 4, 60.0),
+    ]
+    specs = []
+    for name, n, m, block, d, spread in layouts:
+        Q = rng.normal(size=(n, d)) * spread
+        K, V = rng.normal(size=(m, d)) * spread, rng.normal(size=(m, 3))
+        expected = scaled_dot_product_attention(Q, K, V)[0]
+        specs.append(
+            _Spec(
+                Case(name, {"Q": Q, "K": K, "V": V}, expected, _TILED_FORMULA),
+                _append(block),
+                f"Q: {Q.shape}, K: {K.shape}, V: {V.shape}; block_size = {block}",
+                _tiled_diagnose(Q, K, V, block),
+            )
+        )
+    n_big, block_big = 2048, 128
+    Qb, Kb, Vb = (rng.normal(size=(n_big, 4)) for _ in range(3))
+    expected_big = scaled_dot_product_attention(Qb, Kb, Vb)[0]
+    report = _run(fn, "check_tiled_attention", specs)
+    memory = _memory_case(
+        fn,
+        "check_tiled_attention",
+        Case(
+            f"no n x m matrix: n = m = {n_big}",
+            {"Q": Qb, "K": Kb, "V": Vb},
+            expected_big,
+            _TILED_FORMULA,
+        ),
+        block_big,
+        f"Q, K, V: ({n_big}, 4) each; block_size = {block_big}; peak memory measured",
+        n_big,
+    )
+    return CheckReport(
+        check="check_tiled_attention",
+        function=report.function,
+        results=report.results + memory.results,
+    )
+
+
+# ---------------------------------------------------------------------------
+# check_causal_linear_attention
+# ---------------------------------------------------------------------------
+
+_LINEAR_FORMULA = (
+    "o_i = phi(q_i) H_i / (phi(q_i) . z_i) with H_i = sum_{j <= i} phi(k_j)^T v_j and "
+    "z_i = sum_{j <= i} phi(k_j), phi(x) = elu(x) + 1 entry by entry"
+)
+
+
+def _elu1(x: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def _relu1(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.0) + 1.0
+
+
+def _causal_linear(
+    Q, K, V, *, phi=_elu1, num="causal", den="causal", exclusive=False, normalise=True
+):
+    Qf, Kf = phi(Q), phi(K)
+    H = np.cumsum(Kf[:, :, None] * V[:, None, :], axis=0)
+    z = np.cumsum(Kf, axis=0)
+    if exclusive:  # sums over j < i
+        H = np.concatenate([np.zeros_like(H[:1]), H[:-1]])
+        z = np.concatenate([np.zeros_like(z[:1]), z[:-1]])
+    if num == "all":
+        H = np.broadcast_to(H[-1], H.shape)
+    if den == "all":
+        z = np.broadcast_to(z[-1], z.shape)
+    top = np.einsum("nf,nfv->nv", Qf, H)
+    if not normalise:
+        return top
+    return top / np.einsum("nf,nf->n", Qf, z)[:, None]
+
+
+def _linear_diagnose(Q, K, V) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        with np.errstate(all="ignore"):
+            candidates = {
+                "not causal": (
+                    _causal_linear(Q, K, V, num="all", den="all"),
+                    Finding(
+                        "every query uses every key: the sums are not causal",
+                        "sum over j <= i only: np.cumsum along the positions",
+                    ),
+                ),
+                "exclusive": (
+                    _causal_linear(Q, K, V, exclusive=True),
+                    Finding(
+                        "the sums stop before the query's own key (j < i); token i may attend "
+                        "to itself",
+                        "add phi(k_i)^T v_i to the state before using it for query i",
+                    ),
+                ),
+                "no denominator": (
+                    _causal_linear(Q, K, V, normalise=False),
+                    Finding(
+                        "the output is not divided by phi(q_i) . z_i, so the weights do not "
+                        "sum to 1",
+                        _LINEAR_FORMULA,
+                    ),
+                ),
+                "relu + 1": (
+                    _causal_linear(Q, K, V, phi=_relu1),
+                    Finding(
+                        "the feature map is relu(x) + 1; the exercise uses elu(x) + 1 "
+                        "(x + 1 for x > 0, exp(x) otherwise)",
+                        "phi = np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))",
+                    ),
+                ),
+                "causal numerator only": (
+                    _causal_linear(Q, K, V, den="all"),
+                    Finding(
+                        "the numerator is causal but the denominator sums over every key",
+                        "both sums run over j <= i",
+                    ),
+                ),
+                "causal denominator only": (
+                    _causal_linear(Q, K, V, num="all"),
+                    Finding(
+                        "the denominator is causal but the numerator sums over every key",
+                        "both sums run over j <= i",
+                    ),
+                ),
+            }
+        return _first_match(got, candidates)
+
+    return diagnose
+
+
+def _exclusive_pick(Q, K, V) -> Callable[[object], object]:
+    """Recognise sums over j < i, which make the first row 0 / 0 (nan) before the core sees it."""
+    with np.errstate(all="ignore"):
+        exclusive = _causal_linear(Q, K, V, exclusive=True)
+
+    def pick(result: object) -> object:
+        try:
+            got = np.asarray(result, dtype=np.float64)
+        except (TypeError, ValueError):
+            return result
+        if (
+            got.shape == exclusive.shape
+            and np.isnan(got[0]).all()
+            and np.allclose(got[1:], exclusive[1:], rtol=_SLIP_RTOL, atol=_SLIP_ATOL)
+        ):
+            raise _Unusable(
+                "nan in the first row, the sums over j < i in the others",
+                "the sums stop before the query's own key (j < i), so the first token sees no "
+                "key at all (0 / 0); token i may attend to itself",
+                "add phi(k_i)^T v_i to the state before using it for query i",
+            )
+        return result
+
+    return pick
+
+
+def check_causal_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
+    """Check the reader's causal linear attention with the feature map elu + 1.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(Q, K, V) -> output`` with ``Q``, ``K`` of shape ``(n, d)`` and ``V`` of
+        shape ``(n, d_v)``, computing
+        ``o_i = phi(q_i) H_i / (phi(q_i) . z_i)``, ``H_i = sum_{j <= i} phi(k_j)^T v_j``,
+        ``z_i = sum_{j <= i} phi(k_j)`` and ``phi(x) = elu(x) + 1``.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches, including one at ``n = 2048`` where the peak
+        memory must stay below a quarter of an ``n x n`` float64 matrix. The report
+        recognises non-causal sums, sums over ``j < i``, a missing denominator, relu + 1,
+        and a numerator and denominator of which only one is causal.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_causal_linear_attention
+    >>> def not_causal(Q, K, V):
+    ...     phi = lambda x: np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))
+    ...     Qf, Kf = phi(Q), phi(K)
+    ...     return Qf @ (Kf.T @ V) / (Qf @ Kf.sum(axis=0))[:, None]
+    >>> report = check_causal_linear_attention(not_causal)
+    >>> report.failures[0].problem.split(":")[0]
+    'every query uses every key'
+    """
+    rng = np.random.default_rng(11)
+    layouts = [
+        ("n = 6, d = 4", 6, 4, 2),
+        ("n = 40, d = 8, d_v = 5", 40, 8, 5),
+        ("a single token", 1, 3, 2),
+    ]
+    specs = []
+    for name, n, d, d_v in layouts:
+        Q, K, V = rng.normal(size=(n, d)), rng.normal(size=(n, d)), rng.normal(size=(n, d_v))
+        specs.append(
+            _Spec(
+                Case(name, {"Q": Q, "K": K, "V": V}, _causal_linear(Q, K, V), _LINEAR_FORMULA),
+                lambda *arrays: arrays,
+                f"Q: {Q.shape}, K: {K.shape}, V: {V.shape}",
+                _linear_diagnose(Q, K, V),
+                pick=_exclusive_pick(Q, K, V),
+            )
+        )
+    report = _run(fn, "check_causal_linear_attention", specs)
+    n_big = 2048
+    Qb, Kb, Vb = (rng.normal(size=(n_big, 4)) for _ in range(3))
+    memory = _memory_case(
+        fn,
+        "check_causal_linear_attention",
+        Case(
+            f"no n x n matrix: n = {n_big}",
+            {"Q": Qb, "K": Kb, "V": Vb},
+            _causal_linear(Qb, Kb, Vb),
+            _LINEAR_FORMULA,
+        ),
+        None,
+        f"Q, K, V: ({n_big}, 4) each; peak memory measured",
+        n_big,
+    )
+    return CheckReport(
+        check="check_causal_linear_attention",
+        function=report.function,
+        results=report.results + memory.results,
+    )
+
+
+# ---------------------------------------------------------------------------
+# check_kv_cache_bytes
+# ---------------------------------------------------------------------------
+
+_KV_FORMULA = (
+    "bytes = 2 (keys and values) * num_layers * n * num_kv_heads * d_head * batch * "
+    "bytes_per_number"
+)
+
+
+def _kv_diagnose(L: int, h_kv: int, d_head: int, n: int, b: int, nbytes: int, h: int) -> Diagnose:
+    right = 2 * L * n * h_kv * d_head * b * nbytes
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        candidates = {
+            "no 2": (right // 2, "the factor 2 is missing: the cache holds keys and values"),
+            "bits": (right * 8, "the result is in bits (times 8); bytes_per_number is in bytes"),
+            "layers": (right // L, "the number of layers is missing: every layer has its cache"),
+            "batch": (right // b, "the batch size is missing: every sequence has its cache"),
+            "bytes": (
+                right // nbytes,
+                "bytes_per_number is missing: this is a count of numbers, not of bytes",
+            ),
+        }
+        candidates = {
+            "query heads": (
+                2 * L * n * h * d_head * b * nbytes,
+                f"the query heads ({h}) are used instead of the key/value heads ({h_kv}): with "
+                "grouped-query attention only the key/value heads are cached",
+            ),
+            **candidates,
+        }
+        value = float(np.asarray(got).reshape(-1)[0])
+        for expected, text in candidates.values():
+            if expected != right and math.isclose(value, expected, rel_tol=1e-9):
+                return [Finding(text, _KV_FORMULA)]
+        return []
+
+    return diagnose
+
+
+def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], object]) -> CheckReport:
+    """Check the reader's size of a key/value cache, in bytes.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(num_layers, num_kv_heads, d_head, n, batch, bytes_per_number) -> bytes``,
+        called with Python ints: ``2 * num_layers * n * num_kv_heads * d_head * batch *
+        bytes_per_number``.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches. The report recognises a missing factor 2, bits
+        for bytes, a missing factor of layers, batch or bytes, and the query heads used
+        in place of the key/value heads.
+
+    Examples
+    --------
+    >>> from helpers.checks import check_kv_cache_bytes
+    >>> report = check_kv_cache_bytes(lambda L, h_kv, d, n, b, nb: L * n * h_kv * d * b * nb)
+    >>> report.failures[0].problem.split(":")[0]
+    'the factor 2 is missing'
+    """
+    # (name, num_layers, num_kv_heads, d_head, n, batch, bytes, query heads of the model)
+    layouts = [
+        ("GPT-2 small's shape: 12 layers, 12 heads of 64, float32", 12, 12, 64, 1024, 1, 4, 12),
+        (
+            "grouped-query: 32 layers, 8 of 32 heads kept, float16, batch 4",
+            32,
+            8,
+            128,
+            8192,
+            4,
+            2,
+            32,
+        ),
+        ("multi-query: one key/value head, 24 layers, bfloat16", 24, 1, 128, 2048, 16, 2, 16),
+        ("80 layers, 16 of 64 heads kept, 4096 tokens", 80, 16, 128, 4096, 3, 2, 64),
+    ]
+    specs = []
+    for name, L, h_kv, d, n, b, nb, h in layouts:
+        expected = np.array(float(2 * L * n * h_kv * d * b * nb))
+        specs.append(
+            _Spec(
+                Case(name, {}, expected, _KV_FORMULA, rtol=1e-12, atol=0.5),
+                _append(L, h_kv, d, n, b, nb),
+                f"num_layers = {L}, num_kv_heads = {h_kv}, d_head = {d}, n = {n}, batch = {b}, "
+                f"bytes_per_number = {nb} (the model has {h} query heads)",
+                _kv_diagnose(L, h_kv, d, n, b, nb, h),
+                exact_integer=True,
+            )
+        )
+    return _run(fn, "check_kv_cache_bytes", specs)

@@ -1,0 +1,314 @@
+"""Tests of chapter 5's self-checks: right answers pass, typical wrong answers are named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import helpers
+from helpers.checks import (
+    check_causal_linear_attention,
+    check_kv_cache_bytes,
+    check_online_softmax_merge,
+    check_tiled_attention,
+)
+from tests.report_text import assert_all_passed, failed, flat
+
+# ---------------------------------------------------------------------------
+# check_online_softmax_merge
+# ---------------------------------------------------------------------------
+
+
+def merge_right(mu1, ell1, mu2, ell2):
+    mu = np.maximum(mu1, mu2)
+    safe = np.where(np.isinf(mu), 0.0, mu)
+    return mu, np.exp(mu1 - safe) * ell1 + np.exp(mu2 - safe) * ell2
+
+
+def merge_logaddexp(mu1, ell1, mu2, ell2):
+    """Another right answer: through the log-sum-exp of each block."""
+    mu = np.maximum(mu1, mu2)
+    with np.errstate(divide="ignore"):
+        lse = np.logaddexp(mu1 + np.log(ell1), mu2 + np.log(ell2))
+    safe = np.where(np.isinf(mu), 0.0, mu)
+    return mu, np.where(np.isinf(lse), 0.0, np.exp(lse - safe))
+
+
+@pytest.mark.parametrize("fn", [merge_right, merge_logaddexp])
+def test_merge_right_answers_pass(fn):
+    assert_all_passed(check_online_softmax_merge(fn))
+
+
+def test_merge_helper_passes():
+    def via_helper(mu1, ell1, mu2, ell2):
+        return helpers.online_softmax_merge((mu1, ell1), (mu2, ell2))
+
+    assert_all_passed(check_online_softmax_merge(via_helper))
+
+
+@pytest.mark.parametrize(
+    ("fn", "problem"),
+    [
+        (lambda mu1, l1, mu2, l2: (np.maximum(mu1, mu2), l1 + l2), "added without rescaling"),
+        (
+            lambda mu1, l1, mu2, l2: (
+                np.maximum(mu1, mu2),
+                np.exp(np.maximum(mu1, mu2) - mu1) * l1 + np.exp(np.maximum(mu1, mu2) - mu2) * l2,
+            ),
+            "the wrong sign",
+        ),
+        (lambda mu1, l1, mu2, l2: (np.maximum(mu1, mu2), np.maximum(l1, l2)), "larger of the two"),
+        (lambda mu1, l1, mu2, l2: (mu1 + mu2, merge_right(mu1, l1, mu2, l2)[1]), "mu is mu1 + mu2"),
+    ],
+)
+def test_merge_wrong_answers_are_named(fn, problem):
+    report = check_online_softmax_merge(fn)
+    assert not report
+    assert any(problem in p for p in failed(report).values()), flat(report)
+
+
+def test_merge_nan_for_two_empty_blocks_is_explained():
+    def naive(mu1, ell1, mu2, ell2):
+        mu = np.maximum(mu1, mu2)
+        return mu, np.exp(mu1 - mu) * ell1 + np.exp(mu2 - mu) * ell2
+
+    report = check_online_softmax_merge(naive)
+    assert list(failed(report)) == ["empty blocks (mu = -inf, ell = 0)"]
+    assert "np.isinf(mu)" in flat(report)
+
+
+def test_merge_must_return_a_pair():
+    report = check_online_softmax_merge(lambda mu1, l1, mu2, l2: np.maximum(mu1, mu2))
+    assert not report and "expected a pair (mu, ell)" in flat(report)
+
+
+# ---------------------------------------------------------------------------
+# check_tiled_attention
+# ---------------------------------------------------------------------------
+
+
+def tiled_right(Q, K, V, block_size):
+    n, m = Q.shape[0], K.shape[0]
+    out = np.empty((n, V.shape[1]))
+    for q0 in range(0, n, block_size):
+        Qb = Q[q0 : q0 + block_size] / np.sqrt(Q.shape[1])
+        mu, ell = np.full(len(Qb), -np.inf), np.zeros(len(Qb))
+        U = np.zeros((len(Qb), V.shape[1]))
+        for k0 in range(0, m, block_size):
+            S = Qb @ K[k0 : k0 + block_size].T
+            new = np.maximum(mu, S.max(axis=1))
+            P = np.exp(S - new[:, None])
+            f = np.exp(mu - new)
+            ell, U, mu = f * ell + P.sum(axis=1), f[:, None] * U + P @ V[k0 : k0 + block_size], new
+        out[q0 : q0 + len(Qb)] = U / ell[:, None]
+    return out
+
+
+def test_tiled_right_answers_pass():
+    assert_all_passed(check_tiled_attention(tiled_right))
+
+    def via_helper(Q, K, V, block_size):
+        return helpers.flash_attention(Q, K, V, block_q=block_size, block_k=block_size)[0]
+
+    assert_all_passed(check_tiled_attention(via_helper))
+
+
+def tiled_slip(slip):
+    def fn(Q, K, V, block_size):
+        n, m = Q.shape[0], K.shape[0]
+        c = 1.0 if slip == "no scale" else 1 / np.sqrt(Q.shape[1])
+        m_used = (m // block_size) * block_size if slip == "drop" else m
+        out = np.empty((n, V.shape[1]))
+        for q0 in range(0, n, block_size):
+            Qb = Q[q0 : q0 + block_size] * c
+            mu, ell = np.full(len(Qb), -np.inf), np.zeros(len(Qb))
+            U = np.zeros((len(Qb), V.shape[1]))
+            parts = []
+            for k0 in range(0, m_used, block_size):
+                S = Qb @ K[k0 : min(k0 + block_size, m_used)].T
+                Vc = V[k0 : min(k0 + block_size, m_used)]
+                if slip == "blockwise":
+                    P = np.exp(S - S.max(axis=1, keepdims=True))
+                    parts.append(P / P.sum(axis=1, keepdims=True) @ Vc)
+                    continue
+                new = np.maximum(mu, S.max(axis=1))
+                P = np.exp(S - new[:, None])
+                f = np.ones_like(mu) if slip == "no rescale" else np.exp(mu - new)
+                ell, U, mu = f * ell + P.sum(axis=1), f[:, None] * U + P @ Vc, new
+            out[q0 : q0 + len(Qb)] = np.mean(parts, axis=0) if parts else U / ell[:, None]
+        return out
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    ("slip", "problem"),
+    [
+        ("no rescale", "not rescaled when the running maximum grows"),
+        ("blockwise", "normalised on its own"),
+        ("no scale", "not divided by sqrt(d_k)"),
+        ("drop", "last, partial block of keys is left out"),
+    ],
+)
+def test_tiled_wrong_answers_are_named(slip, problem):
+    with np.errstate(all="ignore"):
+        report = check_tiled_attention(tiled_slip(slip))
+    assert not report
+    assert any(problem in p for p in failed(report).values()), flat(report)
+
+
+def test_tiled_forming_the_whole_matrix_fails_the_memory_case():
+    def whole(Q, K, V, block_size):
+        return helpers.scaled_dot_product_attention(Q, K, V)[0]
+
+    report = check_tiled_attention(whole)
+    assert list(failed(report)) == ["no n x m matrix: n = m = 2048"]
+    assert "MiB" in failed(report)["no n x m matrix: n = m = 2048"]
+
+
+def test_tiled_overflow_is_caught():
+    def no_max(Q, K, V, block_size):  # a plain exp, no running maximum
+        E = np.exp(Q @ K.T / np.sqrt(Q.shape[1]))
+        return E @ V / E.sum(axis=1, keepdims=True)
+
+    with np.errstate(all="ignore"):
+        report = check_tiled_attention(no_max)
+    assert "scores near 1e4 (a plain exp overflows)" in failed(report)
+
+
+# ---------------------------------------------------------------------------
+# check_causal_linear_attention
+# ---------------------------------------------------------------------------
+
+
+def elu1(x):
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def causal_linear_right(Q, K, V):
+    Qf, Kf = elu1(Q), elu1(K)
+    H = np.cumsum(Kf[:, :, None] * V[:, None, :], axis=0)
+    z = np.cumsum(Kf, axis=0)
+    return np.einsum("nf,nfv->nv", Qf, H) / np.einsum("nf,nf->n", Qf, z)[:, None]
+
+
+def causal_linear_loop(Q, K, V):
+    H, z = np.zeros((Q.shape[1], V.shape[1])), np.zeros(Q.shape[1])
+    out = np.empty((Q.shape[0], V.shape[1]))
+    for i in range(Q.shape[0]):
+        f = elu1(K[i])
+        H, z = H + np.outer(f, V[i]), z + f
+        out[i] = elu1(Q[i]) @ H / (elu1(Q[i]) @ z)
+    return out
+
+
+@pytest.mark.parametrize("fn", [causal_linear_right, causal_linear_loop])
+def test_causal_linear_right_answers_pass(fn):
+    assert_all_passed(check_causal_linear_attention(fn))
+
+
+def test_causal_linear_helper_passes():
+    assert_all_passed(
+        check_causal_linear_attention(
+            lambda Q, K, V: helpers.linear_attention(Q, K, V, causal=True)
+        )
+    )
+
+
+def _variant(Q, K, V, *, phi=elu1, num="causal", den="causal", exclusive=False, normalise=True):
+    Qf, Kf = phi(Q), phi(K)
+    H = np.cumsum(Kf[:, :, None] * V[:, None, :], axis=0)
+    z = np.cumsum(Kf, axis=0)
+    if exclusive:
+        H = np.concatenate([np.zeros_like(H[:1]), H[:-1]])
+        z = np.concatenate([np.zeros_like(z[:1]), z[:-1]])
+    if num == "all":
+        H = np.broadcast_to(H[-1], H.shape)
+    if den == "all":
+        z = np.broadcast_to(z[-1], z.shape)
+    top = np.einsum("nf,nfv->nv", Qf, H)
+    return top / np.einsum("nf,nf->n", Qf, z)[:, None] if normalise else top
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "problem"),
+    [
+        ({"num": "all", "den": "all"}, "the sums are not causal"),
+        ({"exclusive": True}, "stop before the query's own key"),
+        ({"normalise": False}, "not divided by phi(q_i) . z_i"),
+        ({"phi": lambda x: np.maximum(x, 0.0) + 1.0}, "relu(x) + 1"),
+        ({"den": "all"}, "numerator is causal but the denominator"),
+        ({"num": "all"}, "denominator is causal but the numerator"),
+    ],
+)
+def test_causal_linear_wrong_answers_are_named(kwargs, problem):
+    with np.errstate(all="ignore"):
+        report = check_causal_linear_attention(lambda Q, K, V: _variant(Q, K, V, **kwargs))
+    assert not report
+    assert any(problem in p for p in failed(report).values()), flat(report)
+
+
+def test_causal_linear_quadratic_form_fails_the_memory_case():
+    def masked_quadratic(Q, K, V):
+        kern = elu1(Q) @ elu1(K).T * np.tri(Q.shape[0])
+        return kern @ V / kern.sum(axis=1, keepdims=True)
+
+    report = check_causal_linear_attention(masked_quadratic)
+    assert list(failed(report)) == ["no n x n matrix: n = 2048"]
+
+
+# ---------------------------------------------------------------------------
+# check_kv_cache_bytes
+# ---------------------------------------------------------------------------
+
+
+def test_kv_right_answers_pass():
+    assert_all_passed(
+        check_kv_cache_bytes(lambda L, h_kv, d, n, b, nb: 2 * L * n * h_kv * d * b * nb)
+    )
+    assert_all_passed(
+        check_kv_cache_bytes(
+            lambda L, h_kv, d, n, b, nb: helpers.kv_cache_bytes(
+                n, num_layers=L, num_kv_heads=h_kv, d_head=d, batch=b, bytes_per_entry=nb
+            )
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("fn", "problem"),
+    [
+        (lambda L, h_kv, d, n, b, nb: L * n * h_kv * d * b * nb, "the factor 2 is missing"),
+        (lambda L, h_kv, d, n, b, nb: 16 * L * n * h_kv * d * b * nb, "in bits"),
+        (lambda L, h_kv, d, n, b, nb: 2 * n * h_kv * d * b * nb, "number of layers is missing"),
+        (lambda L, h_kv, d, n, b, nb: 2 * L * n * h_kv * d * nb, "batch size is missing"),
+        (lambda L, h_kv, d, n, b, nb: 2 * L * n * h_kv * d * b, "bytes_per_number is missing"),
+    ],
+)
+def test_kv_wrong_answers_are_named(fn, problem):
+    report = check_kv_cache_bytes(fn)
+    assert not report
+    assert any(problem in p for p in failed(report).values()), flat(report)
+
+
+def test_kv_query_heads_in_place_of_kv_heads_is_named():
+    heads = {12: 12, 32: 32, 24: 16, 80: 64}  # the cases' models: layers -> query heads
+
+    def with_query_heads(L, h_kv, d, n, b, nb):
+        h = heads[L]
+        return 2 * L * n * h * d * b * nb
+
+    report = check_kv_cache_bytes(with_query_heads)
+    assert not report
+    assert all("query heads" in p for p in failed(report).values()), flat(report)
+
+
+def test_checks_refuse_a_result_instead_of_a_function():
+    for check in (
+        check_online_softmax_merge,
+        check_tiled_attention,
+        check_causal_linear_attention,
+        check_kv_cache_bytes,
+    ):
+        with pytest.raises(TypeError, match="your function itself"):
+            check(np.zeros(3))
