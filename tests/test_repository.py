@@ -1,8 +1,12 @@
-"""Checks of the repository's own consistency: chapters, the install cell, glue."""
+"""Checks of the repository's own consistency: chapters, the install cell, glue, and no
+reference to a path outside the repository."""
 
 from __future__ import annotations
 
+import posixpath
 import re
+import subprocess
+from pathlib import PurePosixPath
 
 import nbformat
 import pytest
@@ -169,3 +173,67 @@ def test_every_figure_has_a_caption_a_name_and_alternative_text(path):
         assert figure.get("caption") and figure.get("name"), f"{where}: caption or name missing"
         assert len(alt.split()) >= 8, f"{where}: mystnb.image.alt must say what it shows: {alt!r}"
         assert not re.search(r"[$\\]", alt), f"{where}: alt text is read as is, no TeX: {alt!r}"
+
+
+# A path that leaves the repository: a relative path that climbs out of it from the file's
+# own folder, the folder the book was written beside, or the workspace it was written in.
+# A clone has none of them. (The patterns are spelt so that this file does not match them.)
+_CLIMB = re.compile(r"(?<![\w.])(?:\.\./)+[\w.-][\w./-]*")
+_OUTSIDE = re.compile(r"(?<![\w./-])(?:shared|/work)" + "/" + r"[\w./-]*")
+_TEXT_SUFFIXES = {".md", ".py", ".ipynb", ".yml", ".yaml", ".toml", ".txt", ".cfg", ".json"}
+_TEXT_SUFFIXES |= {".bib", ".js", ".cjs", ".css", ".html", ".sh", ""}
+
+
+def outside_references(path: str, text: str) -> list[str]:
+    """The paths in `text` (the content of the repository file `path`, relative to the
+    root) that point outside the repository."""
+    folder = PurePosixPath(path).parent
+    found = []
+    for match in _CLIMB.finditer(text):
+        target = posixpath.normpath(str(folder / match.group(0)))
+        if target == ".." or target.startswith("../"):
+            found.append(match.group(0))
+    found += [m.group(0) for m in _OUTSIDE.finditer(text)]
+    return found
+
+
+def tracked_files() -> list[str]:
+    """The repository's files as git tracks them (all files, outside .git, without git)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        skip = {".git", ".venv", "node_modules", "_build"}
+        return [
+            str(p.relative_to(ROOT))
+            for p in ROOT.rglob("*")
+            if p.is_file() and not skip & set(p.relative_to(ROOT).parts)
+        ]
+    return [name for name in listed.split("\0") if name]
+
+
+def test_the_outside_path_finder_finds_what_it_must():
+    climb = "../" + "shared" + "/STYLE.md"  # written in two parts, so this file has none
+    assert outside_references("README.md", f"following `{climb}`") == [climb]
+    assert outside_references("docs/a.md", "see ../" + "../x.md") == ["../" + "../x.md"]
+    assert outside_references("README.md", "in " + "/work" + "/shared/source/") != []
+    assert outside_references("README.md", "the " + "shared" + "/ folder") != []
+    # inside the repository: a sibling folder, a chapter linking to the front matter
+    assert outside_references("notebooks/01_softmax.ipynb", "{doc}`../book/notation`") == []
+    assert outside_references("binder/requirements.txt", "-r ../requirements.txt") == []
+    assert outside_references("a.py", "helpers/checks/core.py and x.y/shared/z") == []
+
+
+def test_no_file_refers_to_a_path_outside_the_repository():
+    files = [f for f in tracked_files() if PurePosixPath(f).suffix in _TEXT_SUFFIXES]
+    assert "README.md" in files and "CONTRIBUTING.md" in files
+    found = {}
+    for name in files:
+        try:
+            text = (ROOT / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError):
+            continue
+        if hits := outside_references(name, text):
+            found[name] = sorted(set(hits))
+    assert not found, f"paths outside the repository (a clone does not have them): {found}"
