@@ -87,6 +87,8 @@ def stage_student_edition(stage: Path) -> Path:
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["title"] += " (student edition)"
     config["sphinx"].setdefault("config", {})["book_launch_edition"] = STUDENT_NOTEBOOKS
+    # "Edit on GitHub" would open the chapter's source notebook, solutions included.
+    config.setdefault("html", {})["use_edit_page_button"] = False
     (stage / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False))
     shutil.copy(ROOT / "_toc.yml", stage)
     shutil.copytree(ROOT / "book", stage / "book")

@@ -16,9 +16,25 @@
   config value ``book_launch_edition``: the student edition of the site
   (scripts/book.py --student) sets it to editions/student, whose notebooks have
   starting cells in place of the solutions.
+- The theme (pydata-sphinx-theme 0.17 under sphinx-book-theme 1.3) puts its search field
+  both in a header bar and in the primary sidebar: two search boxes on a desktop. The
+  header's persistent items are emptied (``navbar_persistent``); the sidebar keeps the
+  field, and narrow screens keep the search button of the article header.
+- An explorer (helpers.widgets) displays its live widget as a second output whose
+  ``text/html`` is empty; the site never shows widgets, so that output rendered as an
+  empty block (a light-grey bar under every explorer in dark mode). Empty HTML outputs are
+  dropped from the doctree.
+- arXiv identifiers in the bibliography ("arXiv:1607.06450") become links to the paper.
+- The student edition (config value ``book_launch_edition`` set to editions/student)
+  builds with the Sphinx tag ``student``, so a page can say what differs with
+  ``{only} student`` and ``{only} not student`` blocks.
 """
 
 from __future__ import annotations
+
+import re
+
+from docutils import nodes
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -65,9 +81,35 @@ def _launch_colab_edition(app, pagename, templatename, context, doctree):
                 button["url"] = url.removesuffix(source) + edition
 
 
+def _one_search_field(app, config):
+    config.html_theme_options["navbar_persistent"] = []
+    if config.book_launch_edition.strip("/") != COLAB_EDITION:
+        app.tags.add("student")
+
+
+def _drop_empty_html_outputs(app, doctree, docname):
+    for node in list(doctree.findall(nodes.raw)):
+        if "text_html" in node.get("classes", []) and not node.astext().strip():
+            node.parent.remove(node)
+
+
+_ARXIV = re.compile(r"(?<![\w/>])arXiv:(\d{4}\.\d{4,5})(?![\w<])")
+
+
+def _arxiv_links(app, pagename, templatename, context, doctree):
+    body = context.get("body")
+    if body and 'role="listitem"' in body and "arXiv:" in body:
+        context["body"] = _ARXIV.sub(
+            r'<a class="reference external" href="https://arxiv.org/abs/\1">arXiv:\1</a>', body
+        )
+
+
 def setup(app):
     app.add_config_value("book_launch_edition", COLAB_EDITION, "html", types=[str])
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _biblioentries_as_list_items, priority=900)
     app.connect("html-page-context", _launch_colab_edition, priority=600)
+    app.connect("html-page-context", _arxiv_links, priority=901)
+    app.connect("config-inited", _one_search_field)
+    app.connect("doctree-resolved", _drop_empty_html_outputs)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
