@@ -55,6 +55,7 @@ from helpers.positional import (
     rotate_pairs,
     sinusoidal_encoding,
     sinusoidal_shift,
+    t5_relative_position_bucket,
 )
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
 from helpers.transformer import (
@@ -149,6 +150,7 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "t5_relative_position_bucket",
     "top_k_gating",
 ]
 

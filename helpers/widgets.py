@@ -31,6 +31,7 @@ import json
 import keyword
 import math
 import numbers
+import re
 import sys
 import time
 import warnings
@@ -42,7 +43,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image  # a dependency of matplotlib
 
-__all__ = ["Explorer", "Param", "log_values"]
+__all__ = ["Explorer", "Param", "log_values", "without_negative_zeros"]
 
 #: The largest number of static frames (the product of the parameter sizes).
 MAX_FRAMES = 400
@@ -57,10 +58,27 @@ _WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
 #: The sentence under a static explorer in a notebook that has not run (or was reopened).
 RUN_HINT = "Run this cell to make the explorer live: until then its controls do nothing."
+#: A number that rounded to zero but kept its minus sign ("-0", "-0.00", "-0.0e+00"),
+#: not part of a longer number or a word.
+_NEGATIVE_ZERO = re.compile(r"(?<![\w.])-(0(?:\.0*)?(?:e[+-]?0+)?)(?![\w.])")
 _MEDIANCUT = 0  # PIL.Image.Quantize.MEDIANCUT, as an int for Pillow < 9.1
 _NO_DITHER = 0  # PIL.Image.Dither.NONE
 
 Control = Literal["slider", "buttons", "menu"]
+
+
+def without_negative_zeros(text: str) -> str:
+    """``text`` with every number that rounded to zero written without its minus sign.
+
+    A caption formatted with ``f"{x:.2f}"`` shows ``-0.00`` for ``x = -0.001``; the
+    explorer's captions go through this, so none shows a negative zero.
+
+    Examples
+    --------
+    >>> without_negative_zeros("lowest -0.00, then -0.01, -0, x-0.0 and -0.001")
+    'lowest 0.00, then -0.01, 0, x-0.0 and -0.001'
+    """
+    return _NEGATIVE_ZERO.sub(r"\1", text)
 
 
 def _is_number(x: object) -> bool:
@@ -379,7 +397,7 @@ class Explorer:
         text = self.update(**values)
         if text is not None and not isinstance(text, str):
             raise TypeError(f"update must return a str or None, got {type(text).__name__}")
-        return text
+        return None if text is None else without_negative_zeros(text)
 
     def _draw_rgb(self) -> Image.Image:
         self._canvas.draw()

@@ -134,7 +134,9 @@ def tiled_slip(slip):
                 new = np.maximum(mu, S.max(axis=1))
                 P = np.exp(S - new[:, None])
                 f = np.ones_like(mu) if slip == "no rescale" else np.exp(mu - new)
-                ell, U, mu = f * ell + P.sum(axis=1), f[:, None] * U + P @ Vc, new
+                f_ell = np.ones_like(mu) if slip == "output only" else f
+                f_U = np.ones_like(mu) if slip == "sum only" else f
+                ell, U, mu = f_ell * ell + P.sum(axis=1), f_U[:, None] * U + P @ Vc, new
             out[q0 : q0 + len(Qb)] = np.mean(parts, axis=0) if parts else U / ell[:, None]
         return out
 
@@ -145,6 +147,16 @@ def tiled_slip(slip):
     ("slip", "problem"),
     [
         ("no rescale", "not rescaled when the running maximum grows"),
+        (
+            "sum only",
+            "the running sum ell is rescaled when the running maximum grows, but the "
+            "running output U is not",
+        ),
+        (
+            "output only",
+            "the running output U is rescaled when the running maximum grows, but "
+            "the running sum ell is not",
+        ),
         ("blockwise", "normalised on its own"),
         ("no scale", "not divided by sqrt(d_k)"),
         ("drop", "last, partial block of keys is left out"),
@@ -312,3 +324,39 @@ def test_checks_refuse_a_result_instead_of_a_function():
     ):
         with pytest.raises(TypeError, match="your function itself"):
             check(np.zeros(3))
+
+
+def exclusive_with_epsilon(Q, K, V):
+    """Exclusive prefix sums (j < i), the first row's 0 / 0 hidden by an epsilon."""
+    Qf, Kf = elu1(Q), elu1(K)
+    KV = Kf[:, :, None] * V[:, None, :]
+    H, z = np.cumsum(KV, axis=0) - KV, np.cumsum(Kf, axis=0) - Kf
+    return np.einsum("nf,nfv->nv", Qf, H) / (np.einsum("nf,nf->n", Qf, z)[:, None] + 1e-6)
+
+
+def exclusive_loop(Q, K, V):
+    """A running state used for query i before token i is added to it."""
+    H, z = np.zeros((Q.shape[1], V.shape[1])), np.zeros(Q.shape[1])
+    out = np.zeros((Q.shape[0], V.shape[1]))
+    for i in range(Q.shape[0]):
+        if i > 0:
+            out[i] = elu1(Q[i]) @ H / (elu1(Q[i]) @ z)
+        f = elu1(K[i])
+        H, z = H + np.outer(f, V[i]), z + f
+    return out
+
+
+@pytest.mark.parametrize("fn", [exclusive_with_epsilon, exclusive_loop])
+def test_exclusive_prefix_sums_with_a_patched_first_row_are_named(fn):
+    report = check_causal_linear_attention(fn)
+    problems_by_case = failed(report)
+    assert sorted(problems_by_case) == [
+        "a single token",
+        "n = 40, d = 8, d_v = 5",
+        "n = 6, d = 4",
+        "no n x n matrix: n = 2048",
+    ]
+    for problem in problems_by_case.values():
+        assert "the sums stop before the query's own key (j < i)" in problem
+        assert "was patched" in problem
+    assert "np.cumsum gives the inclusive sums" in flat(report)

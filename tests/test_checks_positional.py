@@ -459,3 +459,62 @@ def test_mpt_slopes_are_the_papers_written_another_way():
         return np.concatenate([s[1::2], s[0::2]])[:h] if upper != h else s
 
     assert_all_passed(check_alibi_slopes(mpt))
+
+
+def sequential_copy_rope(x, positions):
+    """Each pair updated one coordinate at a time, in a copy: x itself is not changed."""
+    d = x.shape[-1]
+    f = np.asarray(positions)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)
+    out = x.copy()
+    out[..., 0::2] = out[..., 0::2] * np.cos(f) - out[..., 1::2] * np.sin(f)
+    out[..., 1::2] = out[..., 0::2] * np.sin(f) + out[..., 1::2] * np.cos(f)
+    return out
+
+
+def float32_angle_rope(x, positions):
+    """The rotation right, but its angles (and their cos, sin) in float32."""
+    d = x.shape[-1]
+    theta = (10000.0 ** (-np.arange(0, d, 2) / d)).astype(np.float32)
+    f = np.asarray(positions, dtype=np.float32)[:, None] * theta  # float32 angles
+    out = np.empty_like(x)
+    out[..., 0::2] = x[..., 0::2] * np.cos(f) - x[..., 1::2] * np.sin(f)
+    out[..., 1::2] = x[..., 0::2] * np.sin(f) + x[..., 1::2] * np.cos(f)
+    return out
+
+
+def test_a_pair_updated_one_coordinate_at_a_time_in_a_copy_is_named():
+    report = check_rope(sequential_copy_rope)
+    problems_by_case = failed(report)
+    assert sorted(problems_by_case) == sorted(ROPE_CASES)
+    for problem in problems_by_case.values():
+        assert "computed from the already rotated first one" in problem
+        assert "in place" not in problem  # x was not changed: the copy is not the slip
+    assert "out = np.empty_like(x)" in flat(report)
+
+
+def test_float32_angles_on_float64_input_are_named_and_float32_input_is_accepted():
+    report = check_rope(float32_angle_rope)
+    problems_by_case = failed(report)
+    assert problems_by_case  # at least one float64 case fails at float64's precision ...
+    assert "float32 input" not in problems_by_case  # ... while float32 input may be float32
+    for problem in problems_by_case.values():
+        assert "right to float32 precision only" in problem
+        assert "computed in float32" in problem
+    assert "in float64" in flat(report)
+
+
+def test_a_slip_far_above_float32_precision_is_not_called_float32():
+    def off_by_a_bit(x, positions):
+        return helpers.rope(x, positions) * 1.01
+
+    report = check_rope(off_by_a_bit)
+    assert not report and "float32" not in " ".join(failed(report).values())
+
+
+def test_negated_slopes_are_named():
+    report = check_alibi_slopes(lambda h: -helpers.alibi_slopes(h))
+    problems_by_case = failed(report)
+    assert sorted(problems_by_case) == sorted(SLOPE_CASES)
+    for problem in problems_by_case.values():
+        assert "the slopes are negative" in problem
+        assert "the minus sign belongs to the bias" in problem

@@ -29,6 +29,7 @@ from helpers.positional import (
     rotate_pairs,
     sinusoidal_encoding,
     sinusoidal_shift,
+    t5_relative_position_bucket,
 )
 
 PROPERTY = settings(max_examples=60, deadline=None)
@@ -618,3 +619,61 @@ def test_bad_input_raises_naming_the_argument(call, exception, message):
     with pytest.raises(exception) as info:
         call()
     assert message in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# T5's relative position buckets
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize(
+    ("num_buckets", "max_distance"), [(32, 128), (8, 20), (16, 64), (64, 256), (4, 3)]
+)
+def test_t5_buckets_match_hugging_face(bidirectional, num_buckets, max_distance):
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    offsets = np.arange(-1000, 1001)
+    theirs = T5Attention._relative_position_bucket(
+        torch.from_numpy(offsets),
+        bidirectional=bidirectional,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
+    ).numpy()
+    ours = t5_relative_position_bucket(
+        offsets, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
+    assert ours.dtype == np.int64 and ours.shape == offsets.shape
+    np.testing.assert_array_equal(ours, theirs)
+    # a (query, key) grid, as T5 builds it: memory position minus context position
+    grid = np.subtract.outer(np.arange(7), np.arange(9)).T  # (9, 7), any shape
+    np.testing.assert_array_equal(
+        t5_relative_position_bucket(
+            grid, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+        ),
+        ours[grid + 1000],
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"relative_position": np.array([0.5])}, TypeError, "relative_position must be"),
+        ({"relative_position": [1], "bidirectional": 1}, TypeError, "bidirectional"),
+        ({"relative_position": [1], "num_buckets": 2}, ValueError, "num_buckets"),
+        (
+            {"relative_position": [1], "num_buckets": 1, "bidirectional": False},
+            ValueError,
+            "num_buckets",
+        ),
+        (
+            {"relative_position": [1], "max_distance": 4, "num_buckets": 32},
+            ValueError,
+            "max_distance",
+        ),
+        ({"relative_position": [1], "num_buckets": 3.0}, TypeError, "num_buckets"),
+    ],
+)
+def test_t5_buckets_reject_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        t5_relative_position_bucket(**kwargs)

@@ -14,7 +14,7 @@ import pytest
 from IPython.core.formatters import DisplayFormatter
 from matplotlib.figure import Figure
 
-from helpers.widgets import MAX_FRAMES, Explorer, Param, log_values
+from helpers.widgets import MAX_FRAMES, Explorer, Param, log_values, without_negative_zeros
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 LOGITS = np.array([2.0, 1.0, 0.5, 0.0, -1.0])
@@ -458,3 +458,33 @@ def test_every_live_control_is_labelled():
     ex.widget  # noqa: B018  (builds the live view)
     descriptions = {name: control.description for name, control in ex.controls.items()}
     assert descriptions == {"tau": "τ", "scaled": "scaling", "word": "word", "logits": "logits"}
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("lowest -0.00 at its lowest", "lowest 0.00 at its lowest"),
+        ("-0 and -0.0e+00", "0 and 0.0e+00"),
+        ("(-0.000)", "(0.000)"),
+        ("-0.01, -0.001, -10.00, x-0.0, v-0", "-0.01, -0.001, -10.00, x-0.0, v-0"),
+    ],
+)
+def test_without_negative_zeros(text, shown):
+    assert without_negative_zeros(text) == shown
+
+
+def test_captions_never_show_a_negative_zero():
+    fig = Figure(figsize=(2, 1))
+    fig.add_subplot()
+
+    def update(x):
+        return f"the score falls to {x:.2f} at its lowest"  # -0.001 formats as -0.00
+
+    ex = Explorer(fig, update, [Param("x", [-0.001, -0.5, 0.002])], dpi=30)
+    alts = explorer_data(ex.static_html())["alt"]
+    assert "the score falls to 0.00 at its lowest" in alts
+    assert "the score falls to -0.50 at its lowest" in alts
+    assert not any("-0.00" in a for a in alts)
+    ex.widget  # noqa: B018
+    ex.controls["x"].index = 0
+    assert ex._caption.value == "the score falls to 0.00 at its lowest"

@@ -229,8 +229,10 @@ def _tiled_variant(Q, K, V, block: int, slip: str) -> np.ndarray:
             mu_new = np.maximum(mu, S.max(axis=1))
             P = np.exp(S - mu_new[:, None])
             factor = np.ones_like(mu) if slip == "no rescale" else np.exp(mu - mu_new)
-            ell = factor * ell + P.sum(axis=1)
-            U = factor[:, None] * U + P @ Vc
+            ell_factor = np.ones_like(mu) if slip == "output only" else factor
+            U_factor = np.ones_like(mu) if slip == "sum only" else factor
+            ell = ell_factor * ell + P.sum(axis=1)
+            U = U_factor[:, None] * U + P @ Vc
             mu = mu_new
         out[q0 : q0 + len(Qb)] = np.mean(outs, axis=0) if outs else U / ell[:, None]
     return out
@@ -242,6 +244,16 @@ def _tiled_diagnose(Q, K, V, block: int) -> Diagnose:
             "the running sum and output are not rescaled when the running maximum grows: "
             "earlier blocks keep terms exp(s - old max)",
             "multiply ell and U by exp(mu - mu_new) before adding the new block",
+        ),
+        "sum only": (
+            "the running sum ell is rescaled when the running maximum grows, but the running "
+            "output U is not: the earlier blocks' terms in U stay relative to the old maximum",
+            "rescale both by the same factor: U = exp(mu - mu_new)[:, None] * U + P @ Vc",
+        ),
+        "output only": (
+            "the running output U is rescaled when the running maximum grows, but the running "
+            "sum ell is not: the earlier blocks' terms in ell stay relative to the old maximum",
+            "rescale both by the same factor: ell = exp(mu - mu_new) * ell + P.sum(axis=1)",
         ),
         "blockwise softmax": (
             "each block of keys is normalised on its own and the block outputs averaged: "
@@ -267,7 +279,13 @@ def _tiled_diagnose(Q, K, V, block: int) -> Diagnose:
 
 
 def _memory_case(
-    fn: Callable[..., object], check_name: str, case: Case, block: int | None, shown: str, n: int
+    fn: Callable[..., object],
+    check_name: str,
+    case: Case,
+    block: int | None,
+    shown: str,
+    n: int,
+    diagnose: Diagnose | None = None,
 ) -> CheckReport:
     """Run ``fn`` on ``case`` under tracemalloc; fail if its peak is near an n x n matrix."""
     limit = _MEMORY_SHARE * n * n * 8
@@ -303,7 +321,7 @@ def _memory_case(
         return result
 
     arrange = _append(block) if block is not None else (lambda *arrays: arrays)
-    return _run(measured, check_name, [_Spec(case, arrange, shown, pick=pick)])
+    return _run(measured, check_name, [_Spec(case, arrange, shown, diagnose, pick=pick)])
 
 
 def check_tiled_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
@@ -322,8 +340,8 @@ def check_tiled_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
         Truthy iff every case matches :func:`helpers.scaled_dot_product_attention` and,
         at ``n = m = 2048``, the function's peak memory (measured with ``tracemalloc``)
         stays below a quarter of one ``n x m`` float64 matrix. The report recognises a
-        running sum that is not rescaled, blocks normalised on their own, a missing
-        ``1/sqrt(d_k)`` and a dropped last block.
+        running sum and output that are not rescaled, or only one of the two rescaled,
+        blocks normalised on their own, a missing ``1/sqrt(d_k)`` and a dropped last block.
 
     Examples
     --------
@@ -372,6 +390,7 @@ def check_tiled_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
         block_big,
         f"Q, K, V: ({n_big}, 4) each; block_size = {block_big}; peak memory measured",
         n_big,
+        _tiled_diagnose(Qb, Kb, Vb, block_big),
     )
     return CheckReport(
         check="check_tiled_attention",
@@ -467,7 +486,24 @@ def _linear_diagnose(Q, K, V) -> Diagnose:
                     ),
                 ),
             }
-        return _first_match(got, candidates)
+        found = _first_match(got, candidates)
+        exclusive = candidates["exclusive"][0]
+        if not found and got.shape == exclusive.shape and len(got) > 0:
+            with np.errstate(all="ignore"):
+                rest = np.allclose(got[1:], exclusive[1:], rtol=1e-5, atol=1e-6)
+            # one token: nothing but the first row, which such sums leave 0 or nan
+            empty_first = bool(np.all(got[0] == 0) or np.isnan(got[0]).all())
+            if rest and (len(got) > 1 or empty_first):  # the first row's 0 / 0 patched
+                found = [
+                    Finding(
+                        "the sums stop before the query's own key (j < i): rows 2 onwards are "
+                        "those of exclusive prefix sums, and the first row, which sees no key "
+                        "at all, was patched; token i may attend to itself",
+                        "add phi(k_i)^T v_i and phi(k_i) to the state before using it for "
+                        "query i: np.cumsum gives the inclusive sums directly",
+                    )
+                ]
+        return found
 
     return diagnose
 
@@ -514,7 +550,8 @@ def check_causal_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckRepo
     CheckReport
         Truthy iff every case matches, including one at ``n = 2048`` where the peak
         memory must stay below a quarter of an ``n x n`` float64 matrix. The report
-        recognises non-causal sums, sums over ``j < i``, a missing denominator, relu + 1,
+        recognises non-causal sums, sums over ``j < i`` (with or without a patched
+        first row), a missing denominator, relu + 1,
         and a numerator and denominator of which only one is causal.
 
     Examples
@@ -562,6 +599,7 @@ def check_causal_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckRepo
         None,
         f"Q, K, V: ({n_big}, 4) each; peak memory measured",
         n_big,
+        _linear_diagnose(Qb, Kb, Vb),
     )
     return CheckReport(
         check="check_causal_linear_attention",
