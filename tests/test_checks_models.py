@@ -20,7 +20,7 @@ from tests.report_text import assert_all_passed, failed, flat
 
 def reader_top_k(router_logits, k, *, slip=None):
     h = np.asarray(router_logits, dtype=float)
-    idx = np.argsort(-h, axis=-1)[..., :k]
+    idx = np.argsort(h if slip == "smallest" else -h, axis=-1)[..., :k]
     top = np.take_along_axis(h, idx, -1)
     gates = np.zeros_like(h)
     if slip == "no renormalisation":
@@ -64,6 +64,10 @@ def reader_mlm(input_ids, u_select, u_kind, random_ids, mask_token_id, *, slip=N
     else:
         out[selected & (u_kind < 0.8)] = mask_token_id
         lo, hi = (0.9, 1.01) if slip == "swapped" else (0.8, 0.9)
+        if slip == "80/10 swapped":  # 10% [MASK], 80% random
+            out = input_ids.copy()
+            out[selected & (u_kind < 0.1)] = mask_token_id
+            lo, hi = 0.1, 0.9
         swap = selected & (u_kind >= lo) & (u_kind < hi)
         out[swap] = random_ids[swap]
     labels = (
@@ -111,6 +115,7 @@ def test_check_top_k_gating_passes_the_right_answer_and_the_reference():
         ("no renormalisation", "not renormalised"),
         ("no zeroing", "nothing outside the top k was zeroed"),
         ("equal", "equal gates 1/k"),
+        ("smallest", "the k SMALLEST logits were selected"),
         ("no max shift", "nan"),
     ],
 )
@@ -142,7 +147,8 @@ def test_check_mlm_corruption():
     for slip, phrase in [
         ("all masked", "every selected token became [MASK]"),
         ("labels everywhere", "labels are set at every position"),
-        ("swapped", "exchanged"),
+        ("swapped", "the random and the unchanged branches are exchanged"),
+        ("80/10 swapped", "the 80% and 10% branches are exchanged"),
     ]:
         report = check_mlm_corruption(lambda *a, slip=slip: reader_mlm(*a, slip=slip))
         assert not report, slip

@@ -60,7 +60,18 @@ def _topk_slips(h: np.ndarray, k: int) -> list[tuple[np.ndarray, Finding]]:
     _, idx = top_k_gating(h, k)
     sel = np.zeros(h.shape, bool)
     np.put_along_axis(sel, idx, True, -1)
+    _, idx_small = top_k_gating(-h, k)  # the k smallest logits
+    small = np.zeros(h.shape, bool)
+    np.put_along_axis(small, idx_small, True, -1)
     return [
+        (
+            softmax(np.where(small, h, -np.inf)),
+            Finding(
+                "the k SMALLEST logits were selected (an ascending sort read from the front, "
+                "or np.argsort(h)[..., :k]): the router must pick the experts it scores highest",
+                "take the last k of np.argsort(h, axis=-1), or np.argsort(-h, axis=-1)[..., :k]",
+            ),
+        ),
         (
             np.where(sel, p, 0.0),
             Finding(
@@ -92,8 +103,8 @@ def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
     """Check ``fn(router_logits, k) -> gates`` (``(..., E)``, or a tuple starting with it).
 
     The gates must be zero outside each row's ``k`` largest logits and equal to the
-    softmax of those ``k`` logits (Shazeer et al. 2017, Mixtral). Recognised slips: no
-    renormalisation, no zeroing, equal gates ``1/k``.
+    softmax of those ``k`` logits (Shazeer et al. 2017, Mixtral). Recognised slips: the
+    ``k`` smallest logits selected, no renormalisation, no zeroing, equal gates ``1/k``.
     """
     _require_callable(fn, "check_top_k_gating")
 
@@ -237,7 +248,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
     0.8``, ``random_ids[t]`` when ``0.8 <= u_kind[t] < 0.9``, and stays itself otherwise;
     ``labels`` is the original token where selected and ``-100`` elsewhere. Recognised
     slips: every selected token masked (no 80/10/10), labels at every position, the
-    random and keep branches exchanged.
+    80% [MASK] and 10% random branches exchanged, the random and keep branches exchanged.
     """
     _require_callable(fn, "check_mlm_corruption")
 
@@ -300,6 +311,15 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                     "labels are set at every position: the loss would also train the model to "
                     "copy the tokens it can see",
                     "labels = -100 wherever the token was not selected",
+                ),
+            ),
+            (
+                _mlm_reference(*args, m, p_mask=0.1, p_random=0.8),
+                Finding(
+                    "the 80% and 10% branches are exchanged: 10% of the selected tokens became "
+                    "[MASK] and 80% a random token",
+                    "u_kind < 0.8: [MASK]; 0.8 <= u_kind < 0.9: random id; u_kind >= 0.9: "
+                    "unchanged",
                 ),
             ),
             (
