@@ -70,6 +70,9 @@ __all__ = [
     "layer_norm_jacobian",
     "relu",
     "rms_norm",
+    "swiglu_feed_forward",
+    "swiglu_hidden_size",
+    "transformer_learning_rate",
 ]
 
 #: The activations :func:`feed_forward` accepts.
@@ -738,6 +741,156 @@ def feed_forward(
     act = _check_activation(activation)
     arrays = _ffn_arrays(x, W_1, b_1, W_2, b_2)
     return _ffn_forward(*arrays, act)[0]
+
+
+def swiglu_feed_forward(
+    x: npt.ArrayLike, W_1: npt.ArrayLike, W_3: npt.ArrayLike, W_2: npt.ArrayLike
+) -> npt.NDArray[np.floating]:
+    r"""The gated feed-forward network of LLaMA: ``(silu(x @ W_1) * (x @ W_3)) @ W_2``.
+
+    Parameters
+    ----------
+    x : (..., d_model) array_like
+        Tokens, one per row.
+    W_1 : (d_model, d_ff) array_like
+        The gate's projection (Hugging Face's ``gate_proj``, transposed).
+    W_3 : (d_model, d_ff) array_like
+        The value's projection (``up_proj``).
+    W_2 : (d_ff, d_model) array_like
+        The output projection (``down_proj``).
+
+    Returns
+    -------
+    y : (..., d_model) ndarray
+
+    Raises
+    ------
+    TypeError
+        If an input is not real-valued.
+    ValueError
+        If a weight has the wrong shape (the message names it and both shapes).
+
+    Notes
+    -----
+    .. math::
+
+        \operatorname{SwiGLU}(x) = \big(\operatorname{SiLU}(x W_1) \odot x W_3\big) W_2,
+        \qquad \operatorname{SiLU}(u) = u\,\sigma(u),
+
+    with no biases (Shazeer 2020; LLaMA, Mixtral's experts). It has
+    :math:`3 d_\text{model} d_\text{ff}` parameters: with
+    :math:`d_\text{ff} = \tfrac23 \cdot 4 d_\text{model}` as many weights as a ReLU
+    network of width :math:`4 d_\text{model}`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.transformer import swiglu_feed_forward
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2, 5, 6))
+    >>> W_1, W_3, W_2 = rng.normal(size=(6, 16)), rng.normal(size=(6, 16)), rng.normal(size=(16, 6))
+    >>> swiglu_feed_forward(x, W_1, W_3, W_2).shape
+    (2, 5, 6)
+    """
+    xa = _array(x, "x")
+    if xa.ndim < 1:
+        raise ValueError("x must have shape (..., d_model), got a scalar")
+    d = xa.shape[-1]
+    ws = {"W_1": _array(W_1, "W_1"), "W_3": _array(W_3, "W_3"), "W_2": _array(W_2, "W_2")}
+    if ws["W_1"].ndim != 2 or ws["W_1"].shape[0] != d:
+        raise ValueError(
+            f"W_1 must have shape (d_model, d_ff) = ({d}, d_ff), got {ws['W_1'].shape}"
+        )
+    f = ws["W_1"].shape[1]
+    for name, shape in (("W_3", (d, f)), ("W_2", (f, d))):
+        if ws[name].shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {ws[name].shape}")
+    work, out = _work(xa, *ws.values())
+    xw = xa.astype(work, copy=False)
+    u = xw @ ws["W_1"].astype(work, copy=False)  # (..., d_ff)
+    gate = u * (0.5 * (1.0 + np.tanh(0.5 * u)))  # SiLU; sigma(u) = (1 + tanh(u/2)) / 2
+    y = (gate * (xw @ ws["W_3"].astype(work, copy=False))) @ ws["W_2"].astype(work, copy=False)
+    return y.astype(out, copy=False)
+
+
+def swiglu_hidden_size(d_model: int, multiple_of: int = 256) -> int:
+    """LLaMA's hidden width: ``2/3 · 4 d_model``, rounded up to a multiple of ``multiple_of``.
+
+    Parameters
+    ----------
+    d_model : int
+        The model width.
+    multiple_of : int, default 256
+        LLaMA rounds the width up to a multiple of 256 (1 gives ``ceil(8 d_model / 3)``).
+
+    Returns
+    -------
+    d_ff : int
+
+    Examples
+    --------
+    >>> from helpers.transformer import swiglu_hidden_size
+    >>> swiglu_hidden_size(4096)  # LLaMA-7B
+    11008
+    """
+    d = as_integer(d_model, "d_model", minimum=1)
+    m = as_integer(multiple_of, "multiple_of", minimum=1)
+    return m * -(-(8 * d) // (3 * m))  # ceil(8 d / (3 m)) * m, in integers
+
+
+def transformer_learning_rate(
+    step: npt.ArrayLike, d_model: int, warmup_steps: int = 4000
+) -> npt.NDArray[np.floating]:
+    r"""The learning-rate schedule of the original Transformer: warm-up, then 1/sqrt(step).
+
+    Parameters
+    ----------
+    step : array_like of int
+        Training steps, counted from 1.
+    d_model : int
+        The model width (512 in the base model).
+    warmup_steps : int, default 4000
+        Length of the linear warm-up.
+
+    Returns
+    -------
+    lr : ndarray of float, the shape of ``step``
+
+    Raises
+    ------
+    TypeError
+        If ``step`` is not integers.
+    ValueError
+        If a step is below 1 or ``d_model`` or ``warmup_steps`` is not a positive integer.
+
+    Notes
+    -----
+    Vaswani et al. (2017), equation (3):
+
+    .. math::
+
+        \text{lrate} = d_\text{model}^{-0.5}\,
+        \min\big(\text{step}^{-0.5},\ \text{step} \cdot \text{warmup}^{-1.5}\big),
+
+    linear up to ``step = warmup``, where it peaks at
+    :math:`(d_\text{model}\,\text{warmup})^{-1/2}`, then decreasing like
+    :math:`1/\sqrt{\text{step}}`.
+
+    Examples
+    --------
+    >>> from helpers.transformer import transformer_learning_rate
+    >>> float(transformer_learning_rate(4000, 512)) == (512 * 4000) ** -0.5
+    True
+    """
+    s = np.asarray(step)
+    if s.dtype.kind not in "iu":
+        raise TypeError(f"step must be integer steps, got dtype {s.dtype}")
+    if s.size and s.min() < 1:
+        raise ValueError(f"step must be >= 1 (steps count from 1), got {s.min()}")
+    d = as_integer(d_model, "d_model", minimum=1)
+    w = as_integer(warmup_steps, "warmup_steps", minimum=1)
+    sf = s.astype(np.float64)
+    return d**-0.5 * np.minimum(sf**-0.5, sf * w**-1.5)
 
 
 def feed_forward_backward(

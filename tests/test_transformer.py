@@ -29,6 +29,9 @@ from helpers.transformer import (
     layer_norm_jacobian,
     relu,
     rms_norm,
+    swiglu_feed_forward,
+    swiglu_hidden_size,
+    transformer_learning_rate,
 )
 
 # Tolerances. Inputs and weights are O(1).
@@ -422,6 +425,80 @@ def test_init_block_params_uses_the_distributions_of_torch():
     assert np.abs(p["W_Q"]).max() <= a_in and np.abs(p["W_O"]).max() <= 1 / math.sqrt(d)
     again = init_block_params(d, 4, f, rng=np.random.default_rng(1))
     assert all(np.array_equal(p[k], again[k]) for k in p)
+
+
+def test_weight_variances_of_a_fresh_torch_layer():
+    """Chapter 6's statement: nn.Linear is uniform with variance 1/(3 fan-in); the
+    attention's packed in-projection is Xavier-uniform, variance 2/(fan_in + fan_out)."""
+    d, f = 256, 1024
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d, 4, f, dropout=0.0, batch_first=True)
+    measured = {
+        "W_QKV": layer.self_attn.in_proj_weight,  # (3d, d): fan_in d, fan_out 3d
+        "W_O": layer.self_attn.out_proj.weight,
+        "W_1": layer.linear1.weight,
+        "W_2": layer.linear2.weight,
+    }
+    stated = {"W_QKV": 2 / (d + 3 * d), "W_O": 1 / (3 * d), "W_1": 1 / (3 * d), "W_2": 1 / (3 * f)}
+    p = init_block_params(d, 4, f, rng=np.random.default_rng(0))
+    ours = {"W_QKV": np.concatenate([p["W_Q"], p["W_K"], p["W_V"]]), **p}
+    for name, var in stated.items():
+        theirs = float(measured[name].detach().double().var())
+        assert abs(theirs / var - 1) < 0.03, (name, theirs, var)  # >= 65536 entries each
+        assert abs(ours[name].var() / var - 1) < 0.03, name
+    # LeCun's N(0, 1/fan-in) has 3 times the variance of nn.Linear's default, 2 times
+    # that of the packed Xavier in-projection
+    assert math.isclose((1 / d) / stated["W_1"], 3) and math.isclose((1 / d) / stated["W_QKV"], 2)
+    assert float(layer.self_attn.in_proj_bias.detach().abs().max()) == 0.0
+
+
+def test_swiglu_equals_hugging_face_llama_mlp():
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    d, f = 12, 32
+    mlp = LlamaMLP(
+        LlamaConfig(
+            hidden_size=d, intermediate_size=f, num_attention_heads=2, num_key_value_heads=2
+        )
+    ).double()
+    x = np.random.default_rng(3).normal(size=(2, 5, d)) * 3
+    W_1 = mlp.gate_proj.weight.detach().numpy().T
+    W_3 = mlp.up_proj.weight.detach().numpy().T
+    W_2 = mlp.down_proj.weight.detach().numpy().T
+    with torch.no_grad():
+        theirs = mlp(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(swiglu_feed_forward(x, W_1, W_3, W_2), theirs, **PARITY_64)
+    assert sum(v.numel() for v in mlp.parameters()) == 3 * d * f  # no biases
+    w32 = [w.astype(np.float32) for w in (x, W_1, W_3, W_2)]
+    assert swiglu_feed_forward(*w32).dtype == np.float32
+    big = swiglu_feed_forward(np.full((1, d), -1e4), W_1, W_3, W_2)
+    assert np.isfinite(big).all()
+    with pytest.raises(ValueError, match=r"W_2 must have shape \(32, 12\), got \(12, 32\)"):
+        swiglu_feed_forward(x, W_1, W_3, W_2.T)
+
+
+def test_swiglu_hidden_size_keeps_the_parameter_count():
+    assert swiglu_hidden_size(4096) == 11008  # LLaMA-7B
+    assert swiglu_hidden_size(5120) == 13824  # LLaMA-13B
+    for d in (48, 96, 768, 3072):  # 8 d / 3 an integer: exactly the ReLU network's weights
+        f = swiglu_hidden_size(d, multiple_of=1)
+        assert 3 * d * f == 2 * d * (4 * d)
+    with pytest.raises(ValueError, match="multiple_of must be positive"):
+        swiglu_hidden_size(64, multiple_of=0)
+
+
+def test_transformer_learning_rate():
+    steps = np.arange(1, 20001)
+    lr = transformer_learning_rate(steps, 512, 4000)
+    assert int(steps[lr.argmax()]) == 4000
+    assert math.isclose(lr.max(), 1 / math.sqrt(512 * 4000), rel_tol=1e-15)
+    np.testing.assert_allclose(lr[:4000], steps[:4000] * 512**-0.5 * 4000**-1.5, rtol=1e-14)
+    np.testing.assert_allclose(lr[3999:], (512 * steps[3999:]) ** -0.5, rtol=1e-14)
+    with pytest.raises(ValueError, match="step must be >= 1"):
+        transformer_learning_rate(np.arange(3), 512)
+    with pytest.raises(TypeError, match="step must be integer"):
+        transformer_learning_rate(1.5, 512)
 
 
 @pytest.mark.parametrize(
