@@ -46,15 +46,18 @@ from helpers._validate import as_integer, as_real_array
 from helpers.multihead import (
     _weight_grad,
     init_mha_params,
+    merge_heads,
     mha_parameter_count,
     multi_head_attention,
     multi_head_attention_backward,
+    split_heads,
 )
-from helpers.softmax import log_softmax
+from helpers.softmax import log_softmax, softmax
 
 __all__ = [
     "ACTIVATIONS",
     "BLOCK_PARAM_NAMES",
+    "DROPOUT_SITES",
     "Adam",
     "block_parameter_count",
     "cross_entropy",
@@ -1121,6 +1124,76 @@ def _attention(U: np.ndarray, p: Mapping[str, np.ndarray], h: int, mask) -> tupl
     return multi_head_attention(U, U, num_heads=h, mask=mask, **weights, **biases)
 
 
+#: The four places of dropout in a block, in the order masks are drawn.
+DROPOUT_SITES = ("attention", "attention_output", "ffn_hidden", "ffn_output")
+
+
+def _dropout_masks(
+    masks: Mapping[str, npt.ArrayLike] | None,
+    rate: object,
+    rng: object,
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype: np.dtype,
+) -> dict[str, np.ndarray] | None:
+    """The scaled masks (0 or 1/(1 - p)) of the four sites, given or drawn; None if off."""
+    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, numbers.Real):
+        raise TypeError(f"dropout must be a number in [0, 1), got {rate!r}")
+    if not 0 <= rate < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {rate!r}")
+    if masks is None:
+        if rate == 0:
+            return None
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(
+                "dropout > 0 needs rng=np.random.default_rng(...) to draw its masks, got "
+                f"{type(rng).__name__}"
+            )
+        keep = 1.0 - float(rate)
+        return {
+            k: (rng.random(shapes[k]) < keep).astype(dtype) / dtype.type(keep)
+            for k in DROPOUT_SITES
+        }
+    if not isinstance(masks, Mapping) or set(masks) != set(DROPOUT_SITES):
+        raise ValueError(
+            f"dropout_masks must be a dict with exactly the keys {DROPOUT_SITES}, got "
+            f"{sorted(masks) if isinstance(masks, Mapping) else type(masks).__name__}"
+        )
+    out = {}
+    for k in DROPOUT_SITES:
+        m = _array(masks[k], f"dropout_masks[{k!r}]")
+        if m.shape != shapes[k]:
+            raise ValueError(f"dropout_masks[{k!r}] must have shape {shapes[k]}, got {m.shape}")
+        out[k] = m.astype(dtype, copy=False)
+    return out
+
+
+def _attention_dropped(U: np.ndarray, p: Mapping[str, np.ndarray], h: int, mask, M: np.ndarray):
+    """Self-attention with dropout ``M`` on its weights: (output, weights, what backward needs)."""
+    Q, K, V = (split_heads(U @ p["W_" + c] + p["b_" + c], h) for c in "QKV")  # (..., h, n, d_k)
+    S = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., h, n, n)
+    if mask is not None:
+        S = np.where(np.asarray(mask, dtype=bool), S, -np.inf)
+    A = softmax(S, axis=-1)
+    H = merge_heads((A * M) @ V)  # (..., n, d_model): the heads side by side
+    return H @ p["W_O"] + p["b_O"], A, (Q, K, V, H)
+
+
+def _attention_dropped_backward(dO, U, p, A, M, saved) -> tuple[np.ndarray, dict]:
+    Q, K, V, H = saved
+    h = Q.shape[-3]
+    g = {"W_O": _weight_grad(H, dO), "b_O": _sum_rows(dO)}
+    dHh = split_heads(dO @ p["W_O"].T, h)  # (..., h, n, d_k)
+    dV = np.swapaxes(A * M, -1, -2) @ dHh
+    dA = (dHh @ np.swapaxes(V, -1, -2)) * M  # through the dropout of the weights
+    dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True)) / math.sqrt(Q.shape[-1])
+    dU = np.zeros_like(U)
+    for c, d in (("Q", dS @ K), ("K", np.swapaxes(dS, -1, -2) @ Q), ("V", dV)):
+        d = merge_heads(d)  # (..., n, d_model)
+        g["W_" + c], g["b_" + c] = _weight_grad(U, d), _sum_rows(d)
+        dU += d @ p["W_" + c].T
+    return dU, g
+
+
 def encoder_block(
     X: npt.ArrayLike,
     params: Mapping[str, npt.ArrayLike],
@@ -1130,6 +1203,9 @@ def encoder_block(
     norm_first: bool = False,
     activation: str = "relu",
     eps: float = 1e-5,
+    dropout: float = 0.0,
+    rng: np.random.Generator | None = None,
+    dropout_masks: Mapping[str, npt.ArrayLike] | None = None,
 ) -> tuple[npt.NDArray[np.floating], dict]:
     r"""One Transformer encoder block: self-attention and a feed-forward network.
 
@@ -1224,6 +1300,14 @@ def encoder_block(
     g1, b1, g2, b2 = p["ln1_gamma"], p["ln1_beta"], p["ln2_gamma"], p["ln2_beta"]
     ffn = (p["W_1"], p["b_1"], p["W_2"], p["b_2"])
 
+    lead, n = Xa.shape[:-2], Xa.shape[-2]
+    shapes = {
+        "attention": (*lead, heads, n, n),
+        "attention_output": Xa.shape,
+        "ffn_hidden": (*lead, n, p["W_1"].shape[1]),
+        "ffn_output": Xa.shape,
+    }
+    drop = _dropout_masks(dropout_masks, dropout, rng, shapes, np.dtype(dtype))
     cache: dict = {
         "X": Xa,
         "params": p,
@@ -1232,7 +1316,10 @@ def encoder_block(
         "norm_first": bool(norm_first),
         "activation": act,
         "eps": eps,
+        "dropout_masks": drop,
     }
+    if drop is not None:
+        return _encoder_block_dropped(Xa, p, heads, mask, bool(norm_first), act, eps, drop, cache)
     if norm_first:
         U, xh1, r1 = _ln_forward(Xa, g1, b1, eps)  # (..., n, d): the attention's input
         attn, A = _attention(U, p, heads, mask)
@@ -1256,6 +1343,81 @@ def encoder_block(
         ln2=(xh2, r2),
     )
     return Y, cache
+
+
+def _encoder_block_dropped(X, p, heads, mask, norm_first, act, eps, drop, cache):
+    """:func:`encoder_block` with dropout masks at the four sites of ``DROPOUT_SITES``."""
+    g1, b1, g2, b2 = p["ln1_gamma"], p["ln1_beta"], p["ln2_gamma"], p["ln2_beta"]
+
+    def ffn(V):
+        hz = V @ p["W_1"] + p["b_1"]  # (..., n, d_ff)
+        ha = _activate(hz, act) * drop["ffn_hidden"]
+        return (ha @ p["W_2"] + p["b_2"]) * drop["ffn_output"], hz, ha
+
+    if norm_first:
+        U, xh1, r1 = _ln_forward(X, g1, b1, eps)
+        attn, A, saved = _attention_dropped(U, p, heads, mask, drop["attention"])
+        Z = X + attn * drop["attention_output"]
+        V, xh2, r2 = _ln_forward(Z, g2, b2, eps)
+        F, hz, ha = ffn(V)
+        Y = Z + F
+    else:
+        U = X
+        attn, A, saved = _attention_dropped(U, p, heads, mask, drop["attention"])
+        Z, xh1, r1 = _ln_forward(X + attn * drop["attention_output"], g1, b1, eps)
+        V = Z
+        F, hz, ha = ffn(V)
+        Y, xh2, r2 = _ln_forward(Z + F, g2, b2, eps)
+    cache.update(
+        attention_input=U,
+        weights=A,
+        attention_saved=saved,
+        ffn_input=V,
+        ffn_hidden=(hz, ha),
+        ln1=(xh1, r1),
+        ln2=(xh2, r2),
+    )
+    return Y, cache
+
+
+def _encoder_block_dropped_backward(G: np.ndarray, cache: Mapping):
+    p, act, drop = cache["params"], cache["activation"], cache["dropout_masks"]
+    hz, ha = cache["ffn_hidden"]
+    xh1, r1 = cache["ln1"]
+    xh2, r2 = cache["ln2"]
+    U, V = cache["attention_input"], cache["ffn_input"]
+    grads: dict[str, np.ndarray] = {}
+
+    def ffn_back(dY: np.ndarray) -> np.ndarray:  # dY at the sublayer's output
+        dF = dY * drop["ffn_output"]
+        grads["W_2"], grads["b_2"] = _weight_grad(ha, dF), _sum_rows(dF)
+        dz = (dF @ p["W_2"].T) * drop["ffn_hidden"] * _activation_grad(hz, act)
+        grads["W_1"], grads["b_1"] = _weight_grad(V, dz), _sum_rows(dz)
+        return dz @ p["W_1"].T
+
+    def attention_back(dY: np.ndarray) -> np.ndarray:
+        dU, g = _attention_dropped_backward(
+            dY * drop["attention_output"], U, p, cache["weights"], drop["attention"],
+            cache["attention_saved"],
+        )  # fmt: skip
+        grads.update(g)
+        return dU
+
+    def ln_back(d_out: np.ndarray, x_hat, rstd, name: str) -> np.ndarray:
+        d_in, grads[f"{name}_gamma"], grads[f"{name}_beta"] = _ln_backward(
+            d_out, x_hat, rstd, p[f"{name}_gamma"]
+        )
+        return d_in
+
+    if cache["norm_first"]:
+        dZ = G + ln_back(ffn_back(G), xh2, r2, "ln2")
+        dX = dZ + ln_back(attention_back(dZ), xh1, r1, "ln1")
+    else:
+        dR2 = ln_back(G, xh2, r2, "ln2")
+        dZ = dR2 + ffn_back(dR2)
+        dR1 = ln_back(dZ, xh1, r1, "ln1")
+        dX = dR1 + attention_back(dR1)
+    return dX, {k: grads[k] for k in BLOCK_PARAM_NAMES}
 
 
 def encoder_block_backward(
@@ -1340,6 +1502,8 @@ def encoder_block_backward(
             f"{X.shape}, got {G.shape}"
         )
     G = G.astype(X.dtype, copy=False)
+    if cache.get("dropout_masks") is not None:
+        return _encoder_block_dropped_backward(G, cache)
     act, mask = cache["activation"], cache["mask"]
     hz, ha = cache["ffn_hidden"]
     xh1, r1 = cache["ln1"]
