@@ -13,7 +13,8 @@ and the block of chapter 6 (:func:`~helpers.transformer.encoder_block`,
 * GPT-2: :func:`gpt2_params_from_hf` converts a ``GPT2LMHeadModel`` state dict,
   :func:`gpt2_forward` computes the logits (optionally with one :class:`KVCache` per
   layer), :func:`next_token_distribution` and :func:`sample_next_token` turn logits into
-  the next token with a temperature and top-``k``, :func:`gpt2_generate` decodes.
+  the next token with a temperature, top-``k`` and top-``p``, :func:`gpt2_generate`
+  decodes, and :func:`beam_search` keeps the ``w`` most probable sequences.
 * The encoder-decoder: :func:`decoder_layer` (the original Transformer's decoder layer,
   ``torch.nn.TransformerDecoderLayer``) and :func:`init_decoder_layer_params`.
 

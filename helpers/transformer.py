@@ -8,8 +8,12 @@ The pieces of an encoder block and their backward passes:
   ``"gelu_tanh"`` between them) and :func:`feed_forward_backward`, with the
   activations :func:`relu`, :func:`gelu`, :func:`gelu_tanh`;
 * :func:`init_block_params`, :func:`block_parameter_count`, :func:`encoder_block`
-  (post-LN or pre-LN) and :func:`encoder_block_backward`;
-* what training needs: :func:`cross_entropy` (with its gradient) and :class:`Adam`.
+  (post-LN or pre-LN, with optional dropout at the places of ``DROPOUT_SITES``) and
+  :func:`encoder_block_backward`;
+* LLaMA's gated feed-forward network :func:`swiglu_feed_forward` and its width
+  :func:`swiglu_hidden_size`;
+* what training needs: :func:`cross_entropy` (with its gradient), :class:`Adam` and the
+  original learning-rate schedule :func:`transformer_learning_rate`.
 
 The attention sublayer is chapter 3's :func:`~helpers.multihead.multi_head_attention`
 and its backward pass :func:`~helpers.multihead.multi_head_attention_backward`.
@@ -1228,6 +1232,20 @@ def encoder_block(
         The feed-forward network's activation.
     eps : float, default 1e-5
         Both layer norms' ``eps``.
+    dropout : float in [0, 1), default 0
+        Training-time dropout rate (0.1 in the original Transformer), applied, as in
+        ``torch.nn.TransformerEncoderLayer``, to the attention weights, the attention
+        output and the feed-forward output (each before its residual sum) and the
+        feed-forward hidden layer. Inverted dropout: each entry is multiplied by 0 with
+        probability ``dropout`` and by ``1 / (1 - dropout)`` otherwise.
+    rng : numpy.random.Generator, optional
+        Draws the masks; needed when ``dropout > 0`` and ``dropout_masks`` is None. The
+        masks are drawn in the order of ``DROPOUT_SITES``.
+    dropout_masks : dict, optional
+        The scaled masks themselves (entries 0 or ``1 / (1 - p)``), keyed by
+        ``DROPOUT_SITES``: ``"attention"`` ``(..., h, n, n)``, ``"attention_output"``
+        ``(..., n, d_model)``, ``"ffn_hidden"`` ``(..., n, d_ff)``, ``"ffn_output"``
+        ``(..., n, d_model)``. When given, ``dropout`` and ``rng`` are not used.
 
     Returns
     -------
@@ -1235,7 +1253,8 @@ def encoder_block(
         The block's output, the shape of ``X``.
     cache : dict
         What :func:`encoder_block_backward` needs, plus ``cache["weights"]``, the
-        attention weights ``(..., h, n, n)``. Treat it as read-only.
+        attention weights ``(..., h, n, n)`` (before dropout) and
+        ``cache["dropout_masks"]`` (None without dropout). Treat it as read-only.
 
     Raises
     ------
@@ -1245,7 +1264,9 @@ def encoder_block(
         If ``params`` misses a key, has an unknown key or an array of the wrong shape
         (the message names the key, the shape expected and the shape given), ``h``
         does not divide ``d_model``, ``eps`` is not positive, ``activation`` is
-        unknown, or ``X`` or ``mask`` has the wrong shape.
+        unknown, ``dropout`` is outside [0, 1), a dropout mask has the wrong shape, or
+        ``X`` or ``mask`` has the wrong shape. A TypeError if ``dropout > 0`` without
+        ``rng``.
 
     See Also
     --------
