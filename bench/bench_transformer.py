@@ -14,7 +14,10 @@ Rows:
   output projection, the two feed-forward layers), with nothing else.
 * ``block fwd+bwd``: ``encoder_block`` then ``encoder_block_backward`` against a forward
   and backward pass through PyTorch's autograd.
-* ``layer_norm``, ``gelu``: the helpers against ``torch.nn.functional``.
+* ``layer_norm``, ``gelu``: the helpers against ``torch.nn.functional``; and GELU with
+  Python's ``math.erfc`` applied to each entry (``np.frompyfunc``), the simplest exact
+  alternative to ``helpers.gelu``'s vectorised erfc, whose last column is then
+  ``helpers.gelu`` itself.
 * ``training step``: one step of chapter 6's model (embedding, one block, mean pooling,
   a linear classifier, cross-entropy, Adam) at its size, against the same model in
   PyTorch with ``torch.optim.Adam``.
@@ -26,6 +29,8 @@ asserts on time. NumPy's matrix products use the threads of its BLAS; PyTorch us
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -163,6 +168,20 @@ def elementwise_rows(repeat: int) -> list[tuple]:
                 best_of(lambda x=x: np.maximum(x, 0), repeat),  # floor: one pass over x
             )
         )
+    # The alternative to helpers.gelu's vectorised erfc: Python's math.erfc on each entry.
+    erfc_each = np.frompyfunc(math.erfc, 1, 1)
+    x = rng.normal(size=(64, 128, 768))
+    t = torch.from_numpy(x)
+    out.append(
+        (
+            "gelu math.erfc",
+            "64x128x768",
+            "float64",
+            best_of(lambda x=x: 0.5 * x * erfc_each(-x / math.sqrt(2)).astype(float), repeat),
+            best_of(lambda t=t: F.gelu(t), repeat),
+            best_of(lambda x=x: gelu(x), repeat),  # here the last column is helpers.gelu
+        )
+    )
     return out
 
 

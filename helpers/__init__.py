@@ -18,6 +18,7 @@ from helpers.linear_attention import (
 )
 from helpers.masks import causal_mask, padding_mask
 from helpers.models import (
+    beam_search,
     bert_forward,
     bert_params_from_hf,
     decoder_layer,
@@ -74,6 +75,9 @@ from helpers.transformer import (
     layer_norm_jacobian,
     relu,
     rms_norm,
+    swiglu_feed_forward,
+    swiglu_hidden_size,
+    transformer_learning_rate,
 )
 from helpers.widgets import Explorer, Param, log_values
 
@@ -88,6 +92,7 @@ __all__ = [
     "attention_backward",
     "attention_cost",
     "attention_decoder",
+    "beam_search",
     "bert_forward",
     "bert_params_from_hf",
     "block_parameter_count",
@@ -150,8 +155,11 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "swiglu_feed_forward",
+    "swiglu_hidden_size",
     "t5_relative_position_bucket",
     "top_k_gating",
+    "transformer_learning_rate",
 ]
 
 __version__ = "0.1.0"

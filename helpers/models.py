@@ -13,7 +13,8 @@ and the block of chapter 6 (:func:`~helpers.transformer.encoder_block`,
 * GPT-2: :func:`gpt2_params_from_hf` converts a ``GPT2LMHeadModel`` state dict,
   :func:`gpt2_forward` computes the logits (optionally with one :class:`KVCache` per
   layer), :func:`next_token_distribution` and :func:`sample_next_token` turn logits into
-  the next token with a temperature and top-``k``, :func:`gpt2_generate` decodes.
+  the next token with a temperature, top-``k`` and top-``p``, :func:`gpt2_generate`
+  decodes, and :func:`beam_search` keeps the ``w`` most probable sequences.
 * The encoder-decoder: :func:`decoder_layer` (the original Transformer's decoder layer,
   ``torch.nn.TransformerDecoderLayer``) and :func:`init_decoder_layer_params`.
 
@@ -26,7 +27,7 @@ Conventions: tokens are rows and weights act on the right (``X @ W``,
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ from helpers.softmax import softmax
 from helpers.transformer import encoder_block, feed_forward, init_block_params, layer_norm
 
 __all__ = [
+    "beam_search",
     "bert_forward",
     "bert_params_from_hf",
     "decoder_layer",
@@ -591,9 +593,16 @@ def gpt2_forward(
 
 
 def next_token_distribution(
-    logits: npt.ArrayLike, *, temperature: float = 1.0, top_k: int | None = None
+    logits: npt.ArrayLike,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
 ) -> npt.NDArray[np.floating]:
-    r"""The distribution the next token is drawn from: temperature, then top-``k``.
+    r"""The distribution the next token is drawn from: temperature, then top-``k``, then top-``p``.
+
+    The order is the one in which Hugging Face's ``generate`` applies its
+    ``TemperatureLogitsWarper``, ``TopKLogitsWarper`` and ``TopPLogitsWarper``.
 
     Parameters
     ----------
@@ -605,11 +614,23 @@ def next_token_distribution(
     top_k : int, optional
         Keep only the ``k`` largest logits (ties at the threshold are kept too) and
         renormalise; default: the whole vocabulary.
+    top_p : float, optional
+        Nucleus sampling (Holtzman et al. 2020), in ``(0, 1]``: of the tokens left by
+        top-``k``, sorted by decreasing probability, keep the smallest prefix whose
+        probability sums to at least ``top_p`` (a token is kept when the probability of
+        the tokens ranked above it is below ``top_p``; the most likely token is always
+        kept), and renormalise. Default (or 1): no truncation.
 
     Returns
     -------
     probs : (..., V) ndarray
         :math:`\operatorname{softmax}(z / \tau)` over the kept tokens, 0 elsewhere.
+
+    Notes
+    -----
+    Top-``p`` is computed as Hugging Face computes it: probabilities sorted in increasing
+    order, their cumulative sums ``c``, and a token removed when ``c <= 1 - top_p``. Tied
+    probabilities are ranked by index (a stable sort), the larger index first.
 
     Examples
     --------
@@ -617,6 +638,8 @@ def next_token_distribution(
     >>> from helpers.models import next_token_distribution
     >>> next_token_distribution(np.log([0.5, 0.3, 0.2]), top_k=2).round(4)
     array([0.625, 0.375, 0.   ])
+    >>> next_token_distribution(np.log([0.5, 0.3, 0.15, 0.05]), top_p=0.9).round(4)
+    array([0.5263, 0.3158, 0.1579, 0.    ])
     """
     z = (
         np.asarray(logits, dtype=np.float64)
@@ -631,13 +654,28 @@ def next_token_distribution(
         or not temperature > 0
     ):
         raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    if top_p is not None and (
+        isinstance(top_p, (bool, np.bool_))
+        or not isinstance(top_p, numbers.Real)
+        or not 0 < top_p <= 1
+    ):
+        raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
     z = z / float(temperature)
     if top_k is not None:
         k = as_integer(top_k, "top_k", minimum=1)
         if k < z.shape[-1]:
             kth = np.sort(z, axis=-1)[..., -k, None]  # the k-th largest logit
             z = np.where(z >= kth, z, -np.inf)
-    return softmax(z, axis=-1)
+    p = softmax(z, axis=-1)
+    if top_p is None or top_p == 1:
+        return p
+    order = np.argsort(p, axis=-1, kind="stable")  # increasing probability
+    cum = np.cumsum(np.take_along_axis(p, order, axis=-1), axis=-1)  # (..., V)
+    remove_sorted = cum <= 1 - float(top_p)
+    remove_sorted[..., -1] = False  # the most likely token stays
+    remove = np.empty_like(remove_sorted)
+    np.put_along_axis(remove, order, remove_sorted, axis=-1)
+    return softmax(np.where(remove, -np.inf, z), axis=-1)
 
 
 def sample_next_token(
@@ -646,6 +684,7 @@ def sample_next_token(
     rng: np.random.Generator,
     temperature: float = 1.0,
     top_k: int | None = None,
+    top_p: float | None = None,
 ) -> np.ndarray:
     """Draw one token per row from :func:`next_token_distribution`.
 
@@ -655,7 +694,7 @@ def sample_next_token(
         Next-token logits.
     rng : numpy.random.Generator
         The source of randomness: one uniform number per row.
-    temperature, top_k
+    temperature, top_k, top_p
         As in :func:`next_token_distribution`.
 
     Returns
@@ -675,7 +714,7 @@ def sample_next_token(
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    p = next_token_distribution(logits, temperature=temperature, top_k=top_k)
+    p = next_token_distribution(logits, temperature=temperature, top_k=top_k, top_p=top_p)
     u = rng.random(p.shape[:-1])[..., None]  # (..., 1)
     cdf = np.cumsum(p, axis=-1)
     tokens = (cdf <= u).sum(axis=-1)  # the first index with cdf > u
@@ -690,6 +729,7 @@ def gpt2_generate(
     rng: np.random.Generator,
     temperature: float = 1.0,
     top_k: int | None = None,
+    top_p: float | None = None,
     use_cache: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Generate ``num_tokens`` tokens after a prompt, one at a time.
@@ -704,7 +744,7 @@ def gpt2_generate(
         How many tokens to generate.
     rng : numpy.random.Generator
         One uniform draw per row and step (see :func:`sample_next_token`).
-    temperature, top_k
+    temperature, top_k, top_p
         As in :func:`next_token_distribution`; ``top_k=1`` is greedy decoding.
     use_cache : bool, default True
         With a :class:`KVCache` per layer, each step runs only the new token through
@@ -732,13 +772,91 @@ def gpt2_generate(
             logits = gpt2_forward(new_input, params, cache=caches)[..., -1, :]
         else:
             logits = gpt2_forward(tokens, params)[..., -1, :]
-        nxt = sample_next_token(logits, rng=rng, temperature=temperature, top_k=top_k)
+        nxt = sample_next_token(logits, rng=rng, temperature=temperature, top_k=top_k, top_p=top_p)
         all_logits.append(logits)
         new_input = nxt[..., None]
         tokens = np.concatenate([tokens, new_input], axis=-1)
     V = params["token_embedding"].shape[0]
     stacked = np.stack(all_logits, axis=-2) if all_logits else np.zeros((*ids.shape[:-1], 0, V))
     return tokens, stacked
+
+
+def beam_search(
+    next_log_probs: Callable[[np.ndarray], npt.ArrayLike],
+    prompt_ids: npt.ArrayLike,
+    num_tokens: int,
+    *,
+    beam_width: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Beam search: the ``beam_width`` best continuations kept at every step.
+
+    Parameters
+    ----------
+    next_log_probs : callable
+        ``next_log_probs(tokens) -> log_probs``: for ``tokens`` of shape ``(m, t)`` (``m``
+        sequences of the same length), the log-probabilities of the next token, shape
+        ``(m, V)``. For a model, ``log_softmax`` of the last row of its logits.
+    prompt_ids : (n0,) array_like of int
+        The sequence every beam starts from (``n0 >= 1``: a start token at least).
+    num_tokens : int
+        How many tokens to add (there is no end token: every beam has the same length).
+    beam_width : int
+        How many partial sequences are kept after each step; 1 is greedy decoding.
+
+    Returns
+    -------
+    tokens : (w, n0 + num_tokens) ndarray of int
+        The kept sequences, best first (``w = min(beam_width, V**num_tokens)``).
+    scores : (w,) ndarray
+        Their log-probabilities :math:`\sum_t \log p(y_t \mid y_{<t})` over the added
+        tokens, decreasing.
+
+    Notes
+    -----
+    Each step scores the ``m V`` one-token extensions of the ``m`` kept sequences in one
+    call of ``next_log_probs`` and keeps the ``beam_width`` best (ties: the lower beam,
+    then the lower token id). With ``beam_width >= V**(num_tokens - 1)`` no prefix is ever
+    dropped and the best sequence is the exact maximum over all ``V**num_tokens``; with
+    ``beam_width = 1`` it is greedy decoding.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.models import beam_search
+    >>> table = np.log([[0.6, 0.4], [0.05, 0.95]])  # p(next | last token), V = 2
+    >>> def next_log_probs(tokens):
+    ...     return table[tokens[:, -1]]
+    >>> beam_search(next_log_probs, [0], 2, beam_width=1)[0]  # greedy: 0, then 0
+    array([[0, 0, 0]])
+    >>> tokens, scores = beam_search(next_log_probs, [0], 2, beam_width=2)
+    >>> tokens[0], np.exp(scores[0]).round(2)  # 0.4 * 0.95 = 0.38 beats 0.6 * 0.6
+    (array([0, 1, 1]), np.float64(0.38))
+    """
+    if not callable(next_log_probs):
+        raise TypeError(f"next_log_probs must be callable, got {type(next_log_probs).__name__}")
+    ids = np.asarray(prompt_ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"prompt_ids must be integer token ids, got dtype {ids.dtype}")
+    if ids.ndim != 1 or ids.size < 1:
+        raise ValueError(f"prompt_ids must have shape (n0,) with n0 >= 1, got {ids.shape}")
+    steps = as_integer(num_tokens, "num_tokens", minimum=0)
+    width = as_integer(beam_width, "beam_width", minimum=1)
+    beams = ids[None, :].astype(np.int64)  # (m, t), m = 1 at first
+    scores = np.zeros(1)
+    for _ in range(steps):
+        logp = np.asarray(next_log_probs(beams), dtype=np.float64)
+        if logp.ndim != 2 or logp.shape[0] != len(beams):
+            raise ValueError(
+                f"next_log_probs must return shape ({len(beams)}, V) for tokens of shape "
+                f"{beams.shape}, got {logp.shape}"
+            )
+        V = logp.shape[1]
+        total = (scores[:, None] + logp).ravel()  # (m V,): every one-token extension
+        best = np.argsort(-total, kind="stable")[:width]  # ties: lower flat index first
+        beam, token = np.divmod(best, V)
+        beams = np.concatenate([beams[beam], token[:, None]], axis=1)
+        scores = total[best]
+    return beams, scores
 
 
 # ---------------------------------------------------------------------------

@@ -8,8 +8,12 @@ The pieces of an encoder block and their backward passes:
   ``"gelu_tanh"`` between them) and :func:`feed_forward_backward`, with the
   activations :func:`relu`, :func:`gelu`, :func:`gelu_tanh`;
 * :func:`init_block_params`, :func:`block_parameter_count`, :func:`encoder_block`
-  (post-LN or pre-LN) and :func:`encoder_block_backward`;
-* what training needs: :func:`cross_entropy` (with its gradient) and :class:`Adam`.
+  (post-LN or pre-LN, with optional dropout at the places of ``DROPOUT_SITES``) and
+  :func:`encoder_block_backward`;
+* LLaMA's gated feed-forward network :func:`swiglu_feed_forward` and its width
+  :func:`swiglu_hidden_size`;
+* what training needs: :func:`cross_entropy` (with its gradient), :class:`Adam` and the
+  original learning-rate schedule :func:`transformer_learning_rate`.
 
 The attention sublayer is chapter 3's :func:`~helpers.multihead.multi_head_attention`
 and its backward pass :func:`~helpers.multihead.multi_head_attention_backward`.
@@ -46,15 +50,18 @@ from helpers._validate import as_integer, as_real_array
 from helpers.multihead import (
     _weight_grad,
     init_mha_params,
+    merge_heads,
     mha_parameter_count,
     multi_head_attention,
     multi_head_attention_backward,
+    split_heads,
 )
-from helpers.softmax import log_softmax
+from helpers.softmax import log_softmax, softmax
 
 __all__ = [
     "ACTIVATIONS",
     "BLOCK_PARAM_NAMES",
+    "DROPOUT_SITES",
     "Adam",
     "block_parameter_count",
     "cross_entropy",
@@ -70,6 +77,9 @@ __all__ = [
     "layer_norm_jacobian",
     "relu",
     "rms_norm",
+    "swiglu_feed_forward",
+    "swiglu_hidden_size",
+    "transformer_learning_rate",
 ]
 
 #: The activations :func:`feed_forward` accepts.
@@ -740,6 +750,156 @@ def feed_forward(
     return _ffn_forward(*arrays, act)[0]
 
 
+def swiglu_feed_forward(
+    x: npt.ArrayLike, W_1: npt.ArrayLike, W_3: npt.ArrayLike, W_2: npt.ArrayLike
+) -> npt.NDArray[np.floating]:
+    r"""The gated feed-forward network of LLaMA: ``(silu(x @ W_1) * (x @ W_3)) @ W_2``.
+
+    Parameters
+    ----------
+    x : (..., d_model) array_like
+        Tokens, one per row.
+    W_1 : (d_model, d_ff) array_like
+        The gate's projection (Hugging Face's ``gate_proj``, transposed).
+    W_3 : (d_model, d_ff) array_like
+        The value's projection (``up_proj``).
+    W_2 : (d_ff, d_model) array_like
+        The output projection (``down_proj``).
+
+    Returns
+    -------
+    y : (..., d_model) ndarray
+
+    Raises
+    ------
+    TypeError
+        If an input is not real-valued.
+    ValueError
+        If a weight has the wrong shape (the message names it and both shapes).
+
+    Notes
+    -----
+    .. math::
+
+        \operatorname{SwiGLU}(x) = \big(\operatorname{SiLU}(x W_1) \odot x W_3\big) W_2,
+        \qquad \operatorname{SiLU}(u) = u\,\sigma(u),
+
+    with no biases (Shazeer 2020; LLaMA, Mixtral's experts). It has
+    :math:`3 d_\text{model} d_\text{ff}` parameters: with
+    :math:`d_\text{ff} = \tfrac23 \cdot 4 d_\text{model}` as many weights as a ReLU
+    network of width :math:`4 d_\text{model}`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.transformer import swiglu_feed_forward
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2, 5, 6))
+    >>> W_1, W_3, W_2 = rng.normal(size=(6, 16)), rng.normal(size=(6, 16)), rng.normal(size=(16, 6))
+    >>> swiglu_feed_forward(x, W_1, W_3, W_2).shape
+    (2, 5, 6)
+    """
+    xa = _array(x, "x")
+    if xa.ndim < 1:
+        raise ValueError("x must have shape (..., d_model), got a scalar")
+    d = xa.shape[-1]
+    ws = {"W_1": _array(W_1, "W_1"), "W_3": _array(W_3, "W_3"), "W_2": _array(W_2, "W_2")}
+    if ws["W_1"].ndim != 2 or ws["W_1"].shape[0] != d:
+        raise ValueError(
+            f"W_1 must have shape (d_model, d_ff) = ({d}, d_ff), got {ws['W_1'].shape}"
+        )
+    f = ws["W_1"].shape[1]
+    for name, shape in (("W_3", (d, f)), ("W_2", (f, d))):
+        if ws[name].shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {ws[name].shape}")
+    work, out = _work(xa, *ws.values())
+    xw = xa.astype(work, copy=False)
+    u = xw @ ws["W_1"].astype(work, copy=False)  # (..., d_ff)
+    gate = u * (0.5 * (1.0 + np.tanh(0.5 * u)))  # SiLU; sigma(u) = (1 + tanh(u/2)) / 2
+    y = (gate * (xw @ ws["W_3"].astype(work, copy=False))) @ ws["W_2"].astype(work, copy=False)
+    return y.astype(out, copy=False)
+
+
+def swiglu_hidden_size(d_model: int, multiple_of: int = 256) -> int:
+    """LLaMA's hidden width: ``2/3 · 4 d_model``, rounded up to a multiple of ``multiple_of``.
+
+    Parameters
+    ----------
+    d_model : int
+        The model width.
+    multiple_of : int, default 256
+        LLaMA rounds the width up to a multiple of 256 (1 gives ``ceil(8 d_model / 3)``).
+
+    Returns
+    -------
+    d_ff : int
+
+    Examples
+    --------
+    >>> from helpers.transformer import swiglu_hidden_size
+    >>> swiglu_hidden_size(4096)  # LLaMA-7B
+    11008
+    """
+    d = as_integer(d_model, "d_model", minimum=1)
+    m = as_integer(multiple_of, "multiple_of", minimum=1)
+    return m * -(-(8 * d) // (3 * m))  # ceil(8 d / (3 m)) * m, in integers
+
+
+def transformer_learning_rate(
+    step: npt.ArrayLike, d_model: int, warmup_steps: int = 4000
+) -> npt.NDArray[np.floating]:
+    r"""The learning-rate schedule of the original Transformer: warm-up, then 1/sqrt(step).
+
+    Parameters
+    ----------
+    step : array_like of int
+        Training steps, counted from 1.
+    d_model : int
+        The model width (512 in the base model).
+    warmup_steps : int, default 4000
+        Length of the linear warm-up.
+
+    Returns
+    -------
+    lr : ndarray of float, the shape of ``step``
+
+    Raises
+    ------
+    TypeError
+        If ``step`` is not integers.
+    ValueError
+        If a step is below 1 or ``d_model`` or ``warmup_steps`` is not a positive integer.
+
+    Notes
+    -----
+    Vaswani et al. (2017), equation (3):
+
+    .. math::
+
+        \text{lrate} = d_\text{model}^{-0.5}\,
+        \min\big(\text{step}^{-0.5},\ \text{step} \cdot \text{warmup}^{-1.5}\big),
+
+    linear up to ``step = warmup``, where it peaks at
+    :math:`(d_\text{model}\,\text{warmup})^{-1/2}`, then decreasing like
+    :math:`1/\sqrt{\text{step}}`.
+
+    Examples
+    --------
+    >>> from helpers.transformer import transformer_learning_rate
+    >>> float(transformer_learning_rate(4000, 512)) == (512 * 4000) ** -0.5
+    True
+    """
+    s = np.asarray(step)
+    if s.dtype.kind not in "iu":
+        raise TypeError(f"step must be integer steps, got dtype {s.dtype}")
+    if s.size and s.min() < 1:
+        raise ValueError(f"step must be >= 1 (steps count from 1), got {s.min()}")
+    d = as_integer(d_model, "d_model", minimum=1)
+    w = as_integer(warmup_steps, "warmup_steps", minimum=1)
+    sf = s.astype(np.float64)
+    return d**-0.5 * np.minimum(sf**-0.5, sf * w**-1.5)
+
+
 def feed_forward_backward(
     grad_y: npt.ArrayLike,
     x: npt.ArrayLike,
@@ -968,6 +1128,76 @@ def _attention(U: np.ndarray, p: Mapping[str, np.ndarray], h: int, mask) -> tupl
     return multi_head_attention(U, U, num_heads=h, mask=mask, **weights, **biases)
 
 
+#: The four places of dropout in a block, in the order masks are drawn.
+DROPOUT_SITES = ("attention", "attention_output", "ffn_hidden", "ffn_output")
+
+
+def _dropout_masks(
+    masks: Mapping[str, npt.ArrayLike] | None,
+    rate: object,
+    rng: object,
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype: np.dtype,
+) -> dict[str, np.ndarray] | None:
+    """The scaled masks (0 or 1/(1 - p)) of the four sites, given or drawn; None if off."""
+    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, numbers.Real):
+        raise TypeError(f"dropout must be a number in [0, 1), got {rate!r}")
+    if not 0 <= rate < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {rate!r}")
+    if masks is None:
+        if rate == 0:
+            return None
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(
+                "dropout > 0 needs rng=np.random.default_rng(...) to draw its masks, got "
+                f"{type(rng).__name__}"
+            )
+        keep = 1.0 - float(rate)
+        return {
+            k: (rng.random(shapes[k]) < keep).astype(dtype) / dtype.type(keep)
+            for k in DROPOUT_SITES
+        }
+    if not isinstance(masks, Mapping) or set(masks) != set(DROPOUT_SITES):
+        raise ValueError(
+            f"dropout_masks must be a dict with exactly the keys {DROPOUT_SITES}, got "
+            f"{sorted(masks) if isinstance(masks, Mapping) else type(masks).__name__}"
+        )
+    out = {}
+    for k in DROPOUT_SITES:
+        m = _array(masks[k], f"dropout_masks[{k!r}]")
+        if m.shape != shapes[k]:
+            raise ValueError(f"dropout_masks[{k!r}] must have shape {shapes[k]}, got {m.shape}")
+        out[k] = m.astype(dtype, copy=False)
+    return out
+
+
+def _attention_dropped(U: np.ndarray, p: Mapping[str, np.ndarray], h: int, mask, M: np.ndarray):
+    """Self-attention with dropout ``M`` on its weights: (output, weights, what backward needs)."""
+    Q, K, V = (split_heads(U @ p["W_" + c] + p["b_" + c], h) for c in "QKV")  # (..., h, n, d_k)
+    S = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., h, n, n)
+    if mask is not None:
+        S = np.where(np.asarray(mask, dtype=bool), S, -np.inf)
+    A = softmax(S, axis=-1)
+    H = merge_heads((A * M) @ V)  # (..., n, d_model): the heads side by side
+    return H @ p["W_O"] + p["b_O"], A, (Q, K, V, H)
+
+
+def _attention_dropped_backward(dO, U, p, A, M, saved) -> tuple[np.ndarray, dict]:
+    Q, K, V, H = saved
+    h = Q.shape[-3]
+    g = {"W_O": _weight_grad(H, dO), "b_O": _sum_rows(dO)}
+    dHh = split_heads(dO @ p["W_O"].T, h)  # (..., h, n, d_k)
+    dV = np.swapaxes(A * M, -1, -2) @ dHh
+    dA = (dHh @ np.swapaxes(V, -1, -2)) * M  # through the dropout of the weights
+    dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True)) / math.sqrt(Q.shape[-1])
+    dU = np.zeros_like(U)
+    for c, d in (("Q", dS @ K), ("K", np.swapaxes(dS, -1, -2) @ Q), ("V", dV)):
+        d = merge_heads(d)  # (..., n, d_model)
+        g["W_" + c], g["b_" + c] = _weight_grad(U, d), _sum_rows(d)
+        dU += d @ p["W_" + c].T
+    return dU, g
+
+
 def encoder_block(
     X: npt.ArrayLike,
     params: Mapping[str, npt.ArrayLike],
@@ -977,6 +1207,9 @@ def encoder_block(
     norm_first: bool = False,
     activation: str = "relu",
     eps: float = 1e-5,
+    dropout: float = 0.0,
+    rng: np.random.Generator | None = None,
+    dropout_masks: Mapping[str, npt.ArrayLike] | None = None,
 ) -> tuple[npt.NDArray[np.floating], dict]:
     r"""One Transformer encoder block: self-attention and a feed-forward network.
 
@@ -999,6 +1232,20 @@ def encoder_block(
         The feed-forward network's activation.
     eps : float, default 1e-5
         Both layer norms' ``eps``.
+    dropout : float in [0, 1), default 0
+        Training-time dropout rate (0.1 in the original Transformer), applied, as in
+        ``torch.nn.TransformerEncoderLayer``, to the attention weights, the attention
+        output and the feed-forward output (each before its residual sum) and the
+        feed-forward hidden layer. Inverted dropout: each entry is multiplied by 0 with
+        probability ``dropout`` and by ``1 / (1 - dropout)`` otherwise.
+    rng : numpy.random.Generator, optional
+        Draws the masks; needed when ``dropout > 0`` and ``dropout_masks`` is None. The
+        masks are drawn in the order of ``DROPOUT_SITES``.
+    dropout_masks : dict, optional
+        The scaled masks themselves (entries 0 or ``1 / (1 - p)``), keyed by
+        ``DROPOUT_SITES``: ``"attention"`` ``(..., h, n, n)``, ``"attention_output"``
+        ``(..., n, d_model)``, ``"ffn_hidden"`` ``(..., n, d_ff)``, ``"ffn_output"``
+        ``(..., n, d_model)``. When given, ``dropout`` and ``rng`` are not used.
 
     Returns
     -------
@@ -1006,7 +1253,8 @@ def encoder_block(
         The block's output, the shape of ``X``.
     cache : dict
         What :func:`encoder_block_backward` needs, plus ``cache["weights"]``, the
-        attention weights ``(..., h, n, n)``. Treat it as read-only.
+        attention weights ``(..., h, n, n)`` (before dropout) and
+        ``cache["dropout_masks"]`` (None without dropout). Treat it as read-only.
 
     Raises
     ------
@@ -1016,7 +1264,9 @@ def encoder_block(
         If ``params`` misses a key, has an unknown key or an array of the wrong shape
         (the message names the key, the shape expected and the shape given), ``h``
         does not divide ``d_model``, ``eps`` is not positive, ``activation`` is
-        unknown, or ``X`` or ``mask`` has the wrong shape.
+        unknown, ``dropout`` is outside [0, 1), a dropout mask has the wrong shape, or
+        ``X`` or ``mask`` has the wrong shape. A TypeError if ``dropout > 0`` without
+        ``rng``.
 
     See Also
     --------
@@ -1071,6 +1321,14 @@ def encoder_block(
     g1, b1, g2, b2 = p["ln1_gamma"], p["ln1_beta"], p["ln2_gamma"], p["ln2_beta"]
     ffn = (p["W_1"], p["b_1"], p["W_2"], p["b_2"])
 
+    lead, n = Xa.shape[:-2], Xa.shape[-2]
+    shapes = {
+        "attention": (*lead, heads, n, n),
+        "attention_output": Xa.shape,
+        "ffn_hidden": (*lead, n, p["W_1"].shape[1]),
+        "ffn_output": Xa.shape,
+    }
+    drop = _dropout_masks(dropout_masks, dropout, rng, shapes, np.dtype(dtype))
     cache: dict = {
         "X": Xa,
         "params": p,
@@ -1079,7 +1337,10 @@ def encoder_block(
         "norm_first": bool(norm_first),
         "activation": act,
         "eps": eps,
+        "dropout_masks": drop,
     }
+    if drop is not None:
+        return _encoder_block_dropped(Xa, p, heads, mask, bool(norm_first), act, eps, drop, cache)
     if norm_first:
         U, xh1, r1 = _ln_forward(Xa, g1, b1, eps)  # (..., n, d): the attention's input
         attn, A = _attention(U, p, heads, mask)
@@ -1103,6 +1364,81 @@ def encoder_block(
         ln2=(xh2, r2),
     )
     return Y, cache
+
+
+def _encoder_block_dropped(X, p, heads, mask, norm_first, act, eps, drop, cache):
+    """:func:`encoder_block` with dropout masks at the four sites of ``DROPOUT_SITES``."""
+    g1, b1, g2, b2 = p["ln1_gamma"], p["ln1_beta"], p["ln2_gamma"], p["ln2_beta"]
+
+    def ffn(V):
+        hz = V @ p["W_1"] + p["b_1"]  # (..., n, d_ff)
+        ha = _activate(hz, act) * drop["ffn_hidden"]
+        return (ha @ p["W_2"] + p["b_2"]) * drop["ffn_output"], hz, ha
+
+    if norm_first:
+        U, xh1, r1 = _ln_forward(X, g1, b1, eps)
+        attn, A, saved = _attention_dropped(U, p, heads, mask, drop["attention"])
+        Z = X + attn * drop["attention_output"]
+        V, xh2, r2 = _ln_forward(Z, g2, b2, eps)
+        F, hz, ha = ffn(V)
+        Y = Z + F
+    else:
+        U = X
+        attn, A, saved = _attention_dropped(U, p, heads, mask, drop["attention"])
+        Z, xh1, r1 = _ln_forward(X + attn * drop["attention_output"], g1, b1, eps)
+        V = Z
+        F, hz, ha = ffn(V)
+        Y, xh2, r2 = _ln_forward(Z + F, g2, b2, eps)
+    cache.update(
+        attention_input=U,
+        weights=A,
+        attention_saved=saved,
+        ffn_input=V,
+        ffn_hidden=(hz, ha),
+        ln1=(xh1, r1),
+        ln2=(xh2, r2),
+    )
+    return Y, cache
+
+
+def _encoder_block_dropped_backward(G: np.ndarray, cache: Mapping):
+    p, act, drop = cache["params"], cache["activation"], cache["dropout_masks"]
+    hz, ha = cache["ffn_hidden"]
+    xh1, r1 = cache["ln1"]
+    xh2, r2 = cache["ln2"]
+    U, V = cache["attention_input"], cache["ffn_input"]
+    grads: dict[str, np.ndarray] = {}
+
+    def ffn_back(dY: np.ndarray) -> np.ndarray:  # dY at the sublayer's output
+        dF = dY * drop["ffn_output"]
+        grads["W_2"], grads["b_2"] = _weight_grad(ha, dF), _sum_rows(dF)
+        dz = (dF @ p["W_2"].T) * drop["ffn_hidden"] * _activation_grad(hz, act)
+        grads["W_1"], grads["b_1"] = _weight_grad(V, dz), _sum_rows(dz)
+        return dz @ p["W_1"].T
+
+    def attention_back(dY: np.ndarray) -> np.ndarray:
+        dU, g = _attention_dropped_backward(
+            dY * drop["attention_output"], U, p, cache["weights"], drop["attention"],
+            cache["attention_saved"],
+        )  # fmt: skip
+        grads.update(g)
+        return dU
+
+    def ln_back(d_out: np.ndarray, x_hat, rstd, name: str) -> np.ndarray:
+        d_in, grads[f"{name}_gamma"], grads[f"{name}_beta"] = _ln_backward(
+            d_out, x_hat, rstd, p[f"{name}_gamma"]
+        )
+        return d_in
+
+    if cache["norm_first"]:
+        dZ = G + ln_back(ffn_back(G), xh2, r2, "ln2")
+        dX = dZ + ln_back(attention_back(dZ), xh1, r1, "ln1")
+    else:
+        dR2 = ln_back(G, xh2, r2, "ln2")
+        dZ = dR2 + ffn_back(dR2)
+        dR1 = ln_back(dZ, xh1, r1, "ln1")
+        dX = dR1 + attention_back(dR1)
+    return dX, {k: grads[k] for k in BLOCK_PARAM_NAMES}
 
 
 def encoder_block_backward(
@@ -1187,6 +1523,8 @@ def encoder_block_backward(
             f"{X.shape}, got {G.shape}"
         )
     G = G.astype(X.dtype, copy=False)
+    if cache.get("dropout_masks") is not None:
+        return _encoder_block_dropped_backward(G, cache)
     act, mask = cache["activation"], cache["mask"]
     hz, ha = cache["ffn_hidden"]
     xh1, r1 = cache["ln1"]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from helpers.checks import (
+    check_beam_search,
     check_load_balancing_loss,
     check_mlm_corruption,
     check_next_token_distribution,
@@ -20,7 +21,7 @@ from tests.report_text import assert_all_passed, failed, flat
 
 def reader_top_k(router_logits, k, *, slip=None):
     h = np.asarray(router_logits, dtype=float)
-    idx = np.argsort(-h, axis=-1)[..., :k]
+    idx = np.argsort(h if slip == "smallest" else -h, axis=-1)[..., :k]
     top = np.take_along_axis(h, idx, -1)
     gates = np.zeros_like(h)
     if slip == "no renormalisation":
@@ -64,6 +65,10 @@ def reader_mlm(input_ids, u_select, u_kind, random_ids, mask_token_id, *, slip=N
     else:
         out[selected & (u_kind < 0.8)] = mask_token_id
         lo, hi = (0.9, 1.01) if slip == "swapped" else (0.8, 0.9)
+        if slip == "80/10 swapped":  # 10% [MASK], 80% random
+            out = input_ids.copy()
+            out[selected & (u_kind < 0.1)] = mask_token_id
+            lo, hi = 0.1, 0.9
         swap = selected & (u_kind >= lo) & (u_kind < hi)
         out[swap] = random_ids[swap]
     labels = (
@@ -111,6 +116,7 @@ def test_check_top_k_gating_passes_the_right_answer_and_the_reference():
         ("no renormalisation", "not renormalised"),
         ("no zeroing", "nothing outside the top k was zeroed"),
         ("equal", "equal gates 1/k"),
+        ("smallest", "the k SMALLEST logits were selected"),
         ("no max shift", "nan"),
     ],
 )
@@ -142,7 +148,8 @@ def test_check_mlm_corruption():
     for slip, phrase in [
         ("all masked", "every selected token became [MASK]"),
         ("labels everywhere", "labels are set at every position"),
-        ("swapped", "exchanged"),
+        ("swapped", "the random and the unchanged branches are exchanged"),
+        ("80/10 swapped", "the 80% and 10% branches are exchanged"),
     ]:
         report = check_mlm_corruption(lambda *a, slip=slip: reader_mlm(*a, slip=slip))
         assert not report, slip
@@ -174,3 +181,42 @@ def test_checks_refuse_a_result_instead_of_a_function():
         check_top_k_gating(np.zeros(3))
     report = check_top_k_gating(lambda h, k: None)
     assert "did you forget `return`" in flat(report)
+
+
+def reader_beam(next_log_probs, prompt_ids, num_tokens, beam_width, *, slip=None):
+    beams = np.asarray(prompt_ids)[None, :]
+    scores = np.zeros(1)
+    for _ in range(num_tokens):
+        logp = next_log_probs(beams)
+        total = scores[:, None] + logp
+        rank = logp if slip == "last step" else total
+        width = 1 if slip == "greedy" else beam_width
+        best = np.argsort(-rank.ravel(), kind="stable")[:width]
+        beam, token = np.divmod(best, logp.shape[1])
+        beams = np.concatenate([beams[beam], token[:, None]], axis=1)
+        scores = total.ravel()[best]
+    return beams, np.exp(scores) if slip == "probabilities" else scores
+
+
+def test_check_beam_search():
+    from helpers import beam_search
+
+    assert_all_passed(check_beam_search(reader_beam))
+    assert_all_passed(check_beam_search(lambda f, p, t, w: beam_search(f, p, t, beam_width=w)))
+    for slip, phrase, n_failed in [
+        ("greedy", "this is greedy decoding", 3),
+        ("last step", "log-probability alone", 3),
+        ("probabilities", "the scores are probabilities", 4),
+    ]:
+        report = check_beam_search(lambda *a, slip=slip: reader_beam(*a, slip=slip))
+        problems = failed(report)
+        assert problems, slip
+        assert all(phrase in text for text in problems.values()), (slip, problems)
+        assert len(problems) >= n_failed, slip
+
+
+def test_check_beam_search_reports_a_stub_as_not_attempted():
+    def my_beam_search(next_log_probs, prompt_ids, num_tokens, beam_width):
+        raise NotImplementedError
+
+    assert check_beam_search(my_beam_search).status == "not attempted"

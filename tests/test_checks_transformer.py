@@ -134,6 +134,8 @@ def reader_ln_backward(grad_y, x, gamma, eps, *, slip=None):
     dbeta = grad_y.reshape(-1, d).sum(axis=0)
     if slip == "not summed":
         dgamma, dbeta = grad_y * x_hat, grad_y
+    if slip == "mean":
+        dgamma, dbeta = dgamma / (x.size // d), dbeta / (x.size // d)
     if slip == "sign":
         dgamma, dbeta = -dgamma, -dbeta
     if slip == "dict":
@@ -172,6 +174,7 @@ def test_correct_layer_norm_backwards_pass(fn):
         ("ddof=1", ["dx", "dgamma"], "unbiased variance"),
         ("x", ["dgamma"], "dgamma is sum(grad_y * (x - mean))"),
         ("sign", ["dgamma", "dbeta"], "the sign is flipped"),
+        ("mean", ["dgamma", "dbeta"], "the mean over the rows (tokens) instead of the sum"),
     ],
 )
 def test_layer_norm_backward_slips_are_named(slip, names, problem):
@@ -225,6 +228,7 @@ def test_correct_counts_pass():
         (lambda d, f: right_count(d, f) - f - d, "feed-forward biases b_1 (d_ff) and b_2"),
         (lambda d, f: right_count(d, f) - f + d, "b_1 is counted with d_model entries"),
         (lambda d, f: 4 * d * d + 2 * d * f, "only the weight matrices"),
+        (lambda d, f: 4 * d * d + 2 * d * f + 4 * d, "the biases are missing"),
         (lambda d, f: right_count(d, f) - d * d - d, "output projection W_O"),
         (lambda d, f: right_count(d, f) - d * f, "only one of the feed-forward matrices"),
     ],
@@ -270,9 +274,9 @@ def reader_block(X, params, h, norm_first, *, slip=None):
         norm_first = not norm_first
     if norm_first:
         u = ln(X, "ln1")
-        Z = (u if slip == "normalised residual" else X) + mha(u)
+        Z = (u if slip in ("normalised residual", "normalised residual, attention") else X) + mha(u)
         v = ln(Z, "ln2")
-        Y = (v if slip == "normalised residual" else Z) + ffn(v)
+        Y = (v if slip in ("normalised residual", "normalised residual, ffn") else Z) + ffn(v)
         return ln(Y, "ln2") if slip == "final norm" else Y
     if slip == "no residual":
         return ln(ffn(ln(mha(X), "ln1")), "ln2")
@@ -311,6 +315,16 @@ def test_correct_blocks_pass(fn):
         ("order swapped", BLOCK_CASES, "it computes the other order"),
         ("norms swapped", BLOCK_CASES, "ln1 and ln2 are swapped"),
         ("normalised residual", BLOCK_CASES[2:], "the residual adds the normalised input"),
+        (
+            "normalised residual, attention",
+            BLOCK_CASES[2:],
+            "the attention sublayer's residual adds the normalised input",
+        ),
+        (
+            "normalised residual, ffn",
+            BLOCK_CASES[2:],
+            "the feed-forward sublayer's residual adds the normalised input",
+        ),
         ("final norm", BLOCK_CASES[2:], "an extra layer norm"),
         ("no residual", BLOCK_CASES[:2], "the residual connections are missing"),
         ("norm before the sum", BLOCK_CASES[:2], "before the residual sum"),

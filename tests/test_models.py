@@ -12,6 +12,7 @@ import pytest
 
 from helpers import KVCache, causal_mask
 from helpers.models import (
+    beam_search,
     bert_forward,
     bert_params_from_hf,
     decoder_layer,
@@ -288,6 +289,64 @@ def test_next_token_distribution_matches_torch():
         assert ((p > 0).sum(-1) == (k or 30)).all()
 
 
+def _hf_warped(z, temperature, top_k, top_p):
+    """Hugging Face's warpers, composed in the order ``generate`` applies them."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    scores = torch.from_numpy(z)
+    ids = torch.zeros((z.shape[0], 1), dtype=torch.long)
+    scores = TemperatureLogitsWarper(temperature)(ids, scores)
+    if top_k is not None:
+        scores = TopKLogitsWarper(top_k)(ids, scores)
+    if top_p is not None:
+        scores = TopPLogitsWarper(top_p)(ids, scores)
+    return torch.softmax(scores, dim=-1).numpy()
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "top_p"),
+    [
+        (1.0, None, 0.9),
+        (0.7, None, 0.5),
+        (1.3, 20, 0.8),
+        (0.5, 5, 0.95),
+        (2.0, 10, 0.3),
+        (1.0, None, 1.0),
+        (0.9, None, 1e-6),  # only the most likely token
+    ],
+)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_top_k_top_p_equal_hugging_face_warpers(temperature, top_k, top_p, seed):
+    z = np.random.default_rng(seed).normal(scale=3.0, size=(6, 40))
+    ours = next_token_distribution(z, temperature=temperature, top_k=top_k, top_p=top_p)
+    theirs = _hf_warped(z, temperature, top_k, top_p)
+    assert np.array_equal(ours > 0, theirs > 0)  # the same tokens kept
+    assert np.allclose(ours, theirs, rtol=0, atol=1e-15)
+
+
+def test_top_p_keeps_the_smallest_prefix_reaching_p():
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    z = np.log(p)
+    for top_p, kept in [(0.3, 1), (0.4, 1), (0.41, 2), (0.7, 2), (0.71, 3), (0.95, 4), (1.0, 4)]:
+        q = next_token_distribution(z, top_p=top_p)
+        assert (q > 0).sum() == kept, top_p
+        assert np.allclose(q[:kept], p[:kept] / p[:kept].sum())
+
+
+def test_top_p_extreme_inputs_stay_finite():
+    z = np.array([[1e4, 1e4 - 1.0, -1e4, 0.0]])
+    q = next_token_distribution(z, temperature=1e-3, top_p=0.9)
+    assert np.isfinite(q).all() and q[0, 0] == 1.0
+    q16 = next_token_distribution(z.astype(np.float16) / 1e3, top_p=0.5)
+    assert np.isfinite(q16).all() and np.isclose(q16.sum(), 1, atol=1e-3)
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -0.1, 1.5, float("nan"), True, "0.9"])
+def test_top_p_outside_the_unit_interval_is_named(bad):
+    with pytest.raises(ValueError, match=r"top_p must be a number in \(0, 1\]"):
+        next_token_distribution(np.zeros(4), top_p=bad)
+
+
 def test_sample_next_token_frequencies():
     rng = np.random.default_rng(9)
     logits = np.log(np.array([0.5, 0.25, 0.125, 0.125]))
@@ -394,3 +453,106 @@ def test_bert_base_and_gpt2_small_parameter_counts():
     # parameters() lists the tied output matrix once
     assert sum(p.numel() for p in gpt2.parameters()) == 124_439_808
     assert gpt2.lm_head.weight is gpt2.transformer.wte.weight
+
+
+# ---------------------------------------------------------------------------
+# Beam search against exhaustive search and greedy decoding
+# ---------------------------------------------------------------------------
+
+
+def _table_model(seed, V, context=2):
+    """Next-token log-probabilities that depend on the last ``context`` tokens."""
+    table = np.random.default_rng(seed).normal(scale=2.0, size=(V,) * context + (V,))
+    logp = table - np.log(np.exp(table).sum(-1, keepdims=True))
+
+    def next_log_probs(tokens):
+        return logp[tuple(tokens[:, -context:].T)]
+
+    return next_log_probs
+
+
+def _exhaustive(next_log_probs, prompt, T, V):
+    seqs = np.array(list(np.ndindex(*(V,) * T)))  # (V**T, T)
+    tokens = np.concatenate([np.tile(prompt, (len(seqs), 1)), seqs], axis=1)
+    n0 = len(prompt)
+    scores = sum(
+        next_log_probs(tokens[:, : n0 + t])[np.arange(len(seqs)), seqs[:, t]] for t in range(T)
+    )
+    return tokens, scores
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_beam_search_wide_enough_is_exhaustive_search(seed):
+    V, T = 3, 4
+    f = _table_model(seed, V)
+    prompt = np.array([0, 1])
+    tokens_all, scores_all = _exhaustive(f, prompt, T, V)
+    tokens, scores = beam_search(f, prompt, T, beam_width=V ** (T - 1))
+    assert tokens.shape == (V ** (T - 1), len(prompt) + T)
+    assert np.array_equal(tokens[0], tokens_all[scores_all.argmax()])
+    assert np.isclose(scores[0], scores_all.max(), rtol=0, atol=1e-12)
+    # every returned score is the exact log-probability of its sequence, best first
+    assert np.all(np.diff(scores) <= 0)
+    lookup = {tuple(t): s for t, s in zip(tokens_all, scores_all, strict=True)}
+    assert np.allclose(scores, [lookup[tuple(t)] for t in tokens], atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_beam_search_of_width_one_is_greedy(seed):
+    V, T = 5, 6
+    f = _table_model(seed, V)
+    tokens, scores = beam_search(f, np.array([2, 3]), T, beam_width=1)
+    greedy = np.array([[2, 3]])
+    total = 0.0
+    for _ in range(T):
+        logp = f(greedy)[0]
+        total += logp.max()
+        greedy = np.concatenate([greedy, [[logp.argmax()]]], axis=1)
+    assert np.array_equal(tokens, greedy) and np.isclose(scores[0], total, atol=1e-12)
+
+
+def test_beam_search_finds_what_greedy_misses():
+    table = np.log(np.array([[0.6, 0.4], [0.05, 0.95]]))
+
+    def f(tokens):
+        return table[tokens[:, -1]]
+
+    greedy, g_score = beam_search(f, [0], 2, beam_width=1)
+    beam, b_score = beam_search(f, [0], 2, beam_width=2)
+    assert greedy[0].tolist() == [0, 0, 0] and beam[0].tolist() == [0, 1, 1]
+    assert np.isclose(np.exp(b_score[0]), 0.38) and np.isclose(np.exp(g_score[0]), 0.36)
+
+
+def test_beam_search_of_width_one_on_gpt2_is_hugging_face_greedy():
+    from helpers.softmax import log_softmax
+
+    model, _ = tiny_gpt2(8)
+    params = gpt2_params_from_hf(_numpy_state(model), num_heads=4)
+
+    def f(tokens):
+        return log_softmax(gpt2_forward(tokens, params)[:, -1, :])
+
+    tokens, _ = beam_search(f, np.array([4, 5, 6]), 6, beam_width=1)
+    with torch.no_grad():
+        theirs = model.generate(
+            torch.tensor([[4, 5, 6]]), max_new_tokens=6, do_sample=False, pad_token_id=0
+        ).numpy()
+    assert np.array_equal(tokens, theirs)
+    wide, scores = beam_search(f, np.array([4, 5, 6]), 3, beam_width=4)
+    assert wide.shape == (4, 6) and np.all(np.diff(scores) <= 0)
+
+
+def test_beam_search_bad_input():
+    def f(tokens):
+        return np.zeros((len(tokens), 3))
+
+    with pytest.raises(ValueError, match="beam_width must be positive"):
+        beam_search(f, [0], 2, beam_width=0)
+    with pytest.raises(TypeError, match="prompt_ids must be integer"):
+        beam_search(f, [0.5], 2, beam_width=2)
+    with pytest.raises(ValueError, match=r"prompt_ids must have shape \(n0,\)"):
+        beam_search(f, [[0]], 2, beam_width=2)
+    with pytest.raises(TypeError, match="next_log_probs must be callable"):
+        beam_search(np.zeros(3), [0], 2, beam_width=2)
+    with pytest.raises(ValueError, match=r"must return shape \(1, V\)"):
+        beam_search(lambda t: np.zeros(3), [0], 2, beam_width=2)

@@ -29,6 +29,9 @@ from helpers.transformer import (
     layer_norm_jacobian,
     relu,
     rms_norm,
+    swiglu_feed_forward,
+    swiglu_hidden_size,
+    transformer_learning_rate,
 )
 
 # Tolerances. Inputs and weights are O(1).
@@ -424,6 +427,80 @@ def test_init_block_params_uses_the_distributions_of_torch():
     assert all(np.array_equal(p[k], again[k]) for k in p)
 
 
+def test_weight_variances_of_a_fresh_torch_layer():
+    """Chapter 6's statement: nn.Linear is uniform with variance 1/(3 fan-in); the
+    attention's packed in-projection is Xavier-uniform, variance 2/(fan_in + fan_out)."""
+    d, f = 256, 1024
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d, 4, f, dropout=0.0, batch_first=True)
+    measured = {
+        "W_QKV": layer.self_attn.in_proj_weight,  # (3d, d): fan_in d, fan_out 3d
+        "W_O": layer.self_attn.out_proj.weight,
+        "W_1": layer.linear1.weight,
+        "W_2": layer.linear2.weight,
+    }
+    stated = {"W_QKV": 2 / (d + 3 * d), "W_O": 1 / (3 * d), "W_1": 1 / (3 * d), "W_2": 1 / (3 * f)}
+    p = init_block_params(d, 4, f, rng=np.random.default_rng(0))
+    ours = {"W_QKV": np.concatenate([p["W_Q"], p["W_K"], p["W_V"]]), **p}
+    for name, var in stated.items():
+        theirs = float(measured[name].detach().double().var())
+        assert abs(theirs / var - 1) < 0.03, (name, theirs, var)  # >= 65536 entries each
+        assert abs(ours[name].var() / var - 1) < 0.03, name
+    # LeCun's N(0, 1/fan-in) has 3 times the variance of nn.Linear's default, 2 times
+    # that of the packed Xavier in-projection
+    assert math.isclose((1 / d) / stated["W_1"], 3) and math.isclose((1 / d) / stated["W_QKV"], 2)
+    assert float(layer.self_attn.in_proj_bias.detach().abs().max()) == 0.0
+
+
+def test_swiglu_equals_hugging_face_llama_mlp():
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    d, f = 12, 32
+    mlp = LlamaMLP(
+        LlamaConfig(
+            hidden_size=d, intermediate_size=f, num_attention_heads=2, num_key_value_heads=2
+        )
+    ).double()
+    x = np.random.default_rng(3).normal(size=(2, 5, d)) * 3
+    W_1 = mlp.gate_proj.weight.detach().numpy().T
+    W_3 = mlp.up_proj.weight.detach().numpy().T
+    W_2 = mlp.down_proj.weight.detach().numpy().T
+    with torch.no_grad():
+        theirs = mlp(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(swiglu_feed_forward(x, W_1, W_3, W_2), theirs, **PARITY_64)
+    assert sum(v.numel() for v in mlp.parameters()) == 3 * d * f  # no biases
+    w32 = [w.astype(np.float32) for w in (x, W_1, W_3, W_2)]
+    assert swiglu_feed_forward(*w32).dtype == np.float32
+    big = swiglu_feed_forward(np.full((1, d), -1e4), W_1, W_3, W_2)
+    assert np.isfinite(big).all()
+    with pytest.raises(ValueError, match=r"W_2 must have shape \(32, 12\), got \(12, 32\)"):
+        swiglu_feed_forward(x, W_1, W_3, W_2.T)
+
+
+def test_swiglu_hidden_size_keeps_the_parameter_count():
+    assert swiglu_hidden_size(4096) == 11008  # LLaMA-7B
+    assert swiglu_hidden_size(5120) == 13824  # LLaMA-13B
+    for d in (48, 96, 768, 3072):  # 8 d / 3 an integer: exactly the ReLU network's weights
+        f = swiglu_hidden_size(d, multiple_of=1)
+        assert 3 * d * f == 2 * d * (4 * d)
+    with pytest.raises(ValueError, match="multiple_of must be positive"):
+        swiglu_hidden_size(64, multiple_of=0)
+
+
+def test_transformer_learning_rate():
+    steps = np.arange(1, 20001)
+    lr = transformer_learning_rate(steps, 512, 4000)
+    assert int(steps[lr.argmax()]) == 4000
+    assert math.isclose(lr.max(), 1 / math.sqrt(512 * 4000), rel_tol=1e-15)
+    np.testing.assert_allclose(lr[:4000], steps[:4000] * 512**-0.5 * 4000**-1.5, rtol=1e-14)
+    np.testing.assert_allclose(lr[3999:], (512 * steps[3999:]) ** -0.5, rtol=1e-14)
+    with pytest.raises(ValueError, match="step must be >= 1"):
+        transformer_learning_rate(np.arange(3), 512)
+    with pytest.raises(TypeError, match="step must be integer"):
+        transformer_learning_rate(1.5, 512)
+
+
 @pytest.mark.parametrize(
     ("d_model", "h", "d_ff"), [(8, 2, 32), (512, 8, 2048), (768, 12, 3072), (30, 5, 7)]
 )
@@ -807,3 +884,157 @@ def test_weight_gradients_are_the_same_in_both_layouts(monkeypatch, threshold):
     expected = np.einsum("abti,abtj->ij", X, dY)
     np.testing.assert_allclose(multihead._weight_grad(X, dY), expected, rtol=1e-12)
     np.testing.assert_allclose(multihead._weight_grad(X[0, 0], dY[0, 0]), X[0, 0].T @ dY[0, 0])
+
+
+# ---------------------------------------------------------------------------
+# Dropout
+# ---------------------------------------------------------------------------
+
+
+class _TimesMask(torch.nn.Module):
+    """Stands in for an ``nn.Dropout``: multiplies by a given (scaled) mask."""
+
+    def __init__(self, mask):
+        super().__init__()
+        self.mask = torch.from_numpy(mask)
+
+    def forward(self, x):
+        return x * self.mask
+
+
+def torch_block_with_masks(params, h, masks, monkeypatch, **kw):
+    """PyTorch's layer in training mode, its four dropouts replaced by the given masks.
+
+    ``nn.Dropout`` modules ``dropout1`` (attention output), ``dropout`` (FFN hidden) and
+    ``dropout2`` (FFN output) become multiplications by our masks. The attention's
+    dropout is inside ``F.multi_head_attention_forward``: with ``need_weights=True`` it
+    calls ``torch.nn.functional.dropout`` on the (b h, n, n) weights, which is patched.
+    """
+    layer = torch_block(params, h, **kw).train()
+    layer.dropout1 = _TimesMask(masks["attention_output"])
+    layer.dropout = _TimesMask(masks["ffn_hidden"])
+    layer.dropout2 = _TimesMask(masks["ffn_output"])
+    attn = layer.self_attn
+    attn.dropout = 0.1  # > 0, so that the weights go through F.dropout
+    weights_mask = torch.from_numpy(masks["attention"].reshape(-1, *masks["attention"].shape[-2:]))
+    calls = []
+
+    def fake_dropout(x, p=0.5, training=True, inplace=False):
+        calls.append(tuple(x.shape))
+        return x * weights_mask
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", fake_dropout)
+    original = attn.forward
+
+    def forward(*args, **kwargs):
+        kwargs.update(need_weights=True, average_attn_weights=False)
+        return original(*args, **kwargs)
+
+    attn.forward = forward
+    return layer, calls
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_encoder_block_with_dropout_matches_torch_in_training_mode(
+    norm_first, activation, monkeypatch
+):
+    rng = np.random.default_rng(20)
+    params = random_block_params(rng, 12, 3, 20)
+    X, G = rng.normal(size=(2, 5, 12)), rng.normal(size=(2, 5, 12))
+    mask = causal_mask(5) if norm_first else None
+    kw = {"norm_first": norm_first, "activation": activation}
+    Y, cache = encoder_block(
+        X, params, 3, mask=mask, dropout=0.1, rng=np.random.default_rng(0), **kw
+    )
+    masks = cache["dropout_masks"]
+    values = np.unique(np.concatenate([m.ravel() for m in masks.values()]))
+    np.testing.assert_allclose(values, [0.0, 1 / 0.9])  # inverted dropout: 0 or 1/(1 - p)
+    dX, grads = encoder_block_backward(G, cache)
+
+    layer, calls = torch_block_with_masks(params, 3, masks, monkeypatch, **kw)
+    tx = torch.from_numpy(X).requires_grad_()
+    src_mask = None if mask is None else torch.from_numpy(~mask)
+    out = layer(tx, src_mask=src_mask)
+    assert calls == [(6, 5, 5)]  # the attention weights went through our mask, once
+    np.testing.assert_allclose(Y, out.detach().numpy(), **PARITY_64)
+    out.backward(torch.from_numpy(G))
+    expected = torch_block_grads(layer)
+    np.testing.assert_allclose(dX, tx.grad.numpy(), **PARITY_64)
+    for name in BLOCK_PARAM_NAMES:
+        np.testing.assert_allclose(grads[name], expected[name], **PARITY_64, err_msg=name)
+    # and without dropout the block is what it was: masks of ones change nothing
+    ones = {k: np.ones_like(m) for k, m in masks.items()}
+    np.testing.assert_allclose(
+        encoder_block(X, params, 3, mask=mask, dropout_masks=ones, **kw)[0],
+        encoder_block(X, params, 3, mask=mask, **kw)[0],
+        rtol=1e-13,
+        atol=1e-13,
+    )
+
+
+def test_dropout_is_off_by_default_seeded_and_keeps_the_mean():
+    rng = np.random.default_rng(21)
+    params = random_block_params(rng, 8, 2, 16)
+    X = rng.normal(size=(64, 6, 8))
+    Y0, cache0 = encoder_block(X, params, 2)
+    assert cache0["dropout_masks"] is None
+    Ya, ca = encoder_block(X, params, 2, dropout=0.1, rng=np.random.default_rng(5))
+    Yb, _ = encoder_block(X, params, 2, dropout=0.1, rng=np.random.default_rng(5))
+    Yc, _ = encoder_block(X, params, 2, dropout=0.1, rng=np.random.default_rng(6))
+    assert np.array_equal(Ya, Yb) and not np.allclose(Ya, Yc) and not np.allclose(Ya, Y0)
+    for name, m in ca["dropout_masks"].items():
+        assert abs((m == 0).mean() - 0.1) < 0.03, name  # P = 0.1 of the entries dropped
+        assert abs(m.mean() - 1) < 0.04, name  # scaled by 1/(1 - p): the mean stays 1
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_block_backward_with_dropout_matches_central_differences(norm_first):
+    rng = np.random.default_rng(22)
+    params = random_block_params(rng, 4, 2, 6)
+    X, G = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3, 4))
+    _, cache = encoder_block(X, params, 2, norm_first=norm_first, dropout=0.3, rng=rng)
+    masks = cache["dropout_masks"]
+    dX, grads = encoder_block_backward(G, cache)
+
+    def loss(X, params):
+        Y, _ = encoder_block(X, params, 2, norm_first=norm_first, dropout_masks=masks)
+        return float(np.sum(G * Y))
+
+    analytic = {"X": dX, **grads}
+    for name, value in {"X": X, **params}.items():
+        fd = np.zeros_like(value)
+        for idx in np.ndindex(value.shape):
+            plus, minus = value.copy(), value.copy()
+            plus[idx] += FD_STEP
+            minus[idx] -= FD_STEP
+            if name == "X":
+                fd[idx] = (loss(plus, params) - loss(minus, params)) / (2 * FD_STEP)
+            else:
+                fd[idx] = (loss(X, {**params, name: plus}) - loss(X, {**params, name: minus})) / (
+                    2 * FD_STEP
+                )
+        np.testing.assert_allclose(analytic[name], fd, **FD_TOL, err_msg=name)
+
+
+def test_dropout_bad_input_is_named():
+    rng = np.random.default_rng(23)
+    params = random_block_params(rng, 4, 2, 6)
+    X = rng.normal(size=(2, 3, 4))
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1"):
+        encoder_block(X, params, 2, dropout=1, rng=rng)
+    with pytest.raises(TypeError, match="dropout > 0 needs rng"):
+        encoder_block(X, params, 2, dropout=0.1)
+    with pytest.raises(ValueError, match="dropout_masks must be a dict with exactly the keys"):
+        encoder_block(X, params, 2, dropout_masks={"attention": np.ones((2, 2, 3, 3))})
+    bad = {
+        "attention": np.ones((2, 2, 3, 3)),
+        "attention_output": np.ones((2, 3, 4)),
+        "ffn_hidden": np.ones((2, 3, 4)),
+        "ffn_output": np.ones((2, 3, 4)),
+    }
+    with pytest.raises(
+        ValueError,
+        match=r"dropout_masks\['ffn_hidden'\] must have shape \(2, 3, 6\), got \(2, 3, 4\)",
+    ):
+        encoder_block(X, params, 2, dropout_masks=bad)

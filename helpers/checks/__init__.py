@@ -67,6 +67,7 @@ from helpers.checks.cost import (
     check_tiled_attention,
 )
 from helpers.checks.models import (
+    check_beam_search,
     check_load_balancing_loss,
     check_mlm_corruption,
     check_next_token_distribution,
@@ -115,6 +116,7 @@ __all__ = [
     "check_alibi_slopes",
     "check_attention",
     "check_attention_grad",
+    "check_beam_search",
     "check_block_parameter_count",
     "check_causal_linear_attention",
     "check_causal_mask",

@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from helpers.checks.core import Case, CheckReport, Finding, run_checks
-from helpers.models import IGNORE_INDEX, next_token_distribution
+from helpers.models import IGNORE_INDEX, beam_search, next_token_distribution
 from helpers.moe import load_balancing_loss, top_k_gating
 from helpers.softmax import softmax
 
 __all__ = [
+    "check_beam_search",
     "check_load_balancing_loss",
     "check_mlm_corruption",
     "check_next_token_distribution",
@@ -60,7 +61,18 @@ def _topk_slips(h: np.ndarray, k: int) -> list[tuple[np.ndarray, Finding]]:
     _, idx = top_k_gating(h, k)
     sel = np.zeros(h.shape, bool)
     np.put_along_axis(sel, idx, True, -1)
+    _, idx_small = top_k_gating(-h, k)  # the k smallest logits
+    small = np.zeros(h.shape, bool)
+    np.put_along_axis(small, idx_small, True, -1)
     return [
+        (
+            softmax(np.where(small, h, -np.inf)),
+            Finding(
+                "the k SMALLEST logits were selected (an ascending sort read from the front, "
+                "or np.argsort(h)[..., :k]): the router must pick the experts it scores highest",
+                "take the last k of np.argsort(h, axis=-1), or np.argsort(-h, axis=-1)[..., :k]",
+            ),
+        ),
         (
             np.where(sel, p, 0.0),
             Finding(
@@ -92,8 +104,8 @@ def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
     """Check ``fn(router_logits, k) -> gates`` (``(..., E)``, or a tuple starting with it).
 
     The gates must be zero outside each row's ``k`` largest logits and equal to the
-    softmax of those ``k`` logits (Shazeer et al. 2017, Mixtral). Recognised slips: no
-    renormalisation, no zeroing, equal gates ``1/k``.
+    softmax of those ``k`` logits (Shazeer et al. 2017, Mixtral). Recognised slips: the
+    ``k`` smallest logits selected, no renormalisation, no zeroing, equal gates ``1/k``.
     """
     _require_callable(fn, "check_top_k_gating")
 
@@ -237,7 +249,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
     0.8``, ``random_ids[t]`` when ``0.8 <= u_kind[t] < 0.9``, and stays itself otherwise;
     ``labels`` is the original token where selected and ``-100`` elsewhere. Recognised
     slips: every selected token masked (no 80/10/10), labels at every position, the
-    random and keep branches exchanged.
+    80% [MASK] and 10% random branches exchanged, the random and keep branches exchanged.
     """
     _require_callable(fn, "check_mlm_corruption")
 
@@ -300,6 +312,15 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                     "labels are set at every position: the loss would also train the model to "
                     "copy the tokens it can see",
                     "labels = -100 wherever the token was not selected",
+                ),
+            ),
+            (
+                _mlm_reference(*args, m, p_mask=0.1, p_random=0.8),
+                Finding(
+                    "the 80% and 10% branches are exchanged: 10% of the selected tokens became "
+                    "[MASK] and 80% a random token",
+                    "u_kind < 0.8: [MASK]; 0.8 <= u_kind < 0.9: random id; u_kind >= 0.9: "
+                    "unchanged",
                 ),
             ),
             (
@@ -414,3 +435,132 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
         return _recognise(got, slips)
 
     return run_checks(call, cases, check_name="check_next_token_distribution", diagnose=diagnose)
+
+
+# ---------------------------------------------------------------------------
+# Beam search
+# ---------------------------------------------------------------------------
+
+
+def _table_fn(table: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``next_log_probs`` of a model whose next token depends on the last two tokens."""
+
+    def next_log_probs(tokens: np.ndarray) -> np.ndarray:
+        tokens = np.asarray(tokens)
+        if tokens.ndim != 2:
+            raise ValueError(
+                f"next_log_probs takes the beams as one array of shape (beams, t), got "
+                f"shape {tokens.shape}"
+            )
+        return table[tokens[:, -2], tokens[:, -1]]  # (beams, V)
+
+    return next_log_probs
+
+
+def _beam_slip(table: np.ndarray, prompt: np.ndarray, T: int, w: int, slip: str) -> np.ndarray:
+    """Beam search written with one usual slip; returns (w', n0 + T + 1) like the check."""
+    f = _table_fn(table)
+    beams, scores = prompt[None, :], np.zeros(1)
+    for _ in range(T):
+        logp = f(beams)
+        V = logp.shape[1]
+        total = scores[:, None] + logp
+        rank = logp if slip == "last step only" else total
+        best = np.argsort(-rank.ravel(), kind="stable")[: 1 if slip == "greedy" else w]
+        beam, token = np.divmod(best, V)
+        beams = np.concatenate([beams[beam], token[:, None]], axis=1)
+        scores = total.ravel()[best]
+    if slip == "probabilities":
+        scores = np.exp(scores)
+    return np.append(beams[0].astype(np.float64), scores[0])
+
+
+def check_beam_search(fn: Callable[..., object]) -> CheckReport:
+    """Check ``fn(next_log_probs, prompt_ids, num_tokens, beam_width) -> (tokens, scores)``.
+
+    ``next_log_probs(tokens)`` maps the beams, an int array ``(m, t)``, to the
+    log-probabilities of the next token, ``(m, V)``. ``tokens`` must be the kept
+    sequences ``(w, n0 + num_tokens)``, best first, and ``scores`` ``(w,)`` their summed
+    log-probabilities over the added tokens (:func:`helpers.models.beam_search`; ties
+    broken by the lower beam, then the lower token). The check compares the best sequence
+    and its score, shown as one row: the tokens, then the score. The models of the cases are tables
+    of next-token probabilities given the last two tokens. Recognised slips: the beam
+    width ignored (greedy decoding), extensions ranked by the last step's log-probability
+    instead of the summed one, probabilities returned instead of log-probabilities.
+    """
+    _require_callable(fn, "check_beam_search")
+
+    @functools.wraps(fn)
+    def call(table: np.ndarray, prompt_ids: np.ndarray, num_tokens: np.ndarray, beam_width):
+        result = fn(_table_fn(table), prompt_ids, int(num_tokens), int(beam_width))
+        if not (isinstance(result, tuple) and len(result) == 2):
+            return result  # the report says what came back
+        tokens, scores = (np.asarray(r) for r in result)
+        if tokens.ndim != 2 or scores.ndim != 1 or not len(tokens) or not len(scores):
+            return tokens  # reported as a shape mismatch
+        return np.append(tokens[0].astype(np.float64), scores[0])  # the best sequence
+
+    def table(seed: int, V: int) -> np.ndarray:
+        z = np.random.default_rng(seed).normal(scale=2.0, size=(V, V, V))
+        return z - np.log(np.exp(z).sum(-1, keepdims=True))  # log-probabilities
+
+    raw = [
+        ("V = 3, 3 tokens, width 2", table(81, 3), np.array([0, 1]), 3, 2),
+        ("V = 4, 4 tokens, width 3", table(96, 4), np.array([2, 3]), 4, 3),
+        ("width 1: greedy", table(82, 5), np.array([1, 4]), 3, 1),
+        ("width V**(T-1): exact", table(87, 3), np.array([0, 0]), 3, 9),
+    ]
+    cases = []
+    for name, t, prompt, T, w in raw:
+        tokens, scores = beam_search(_table_fn(t), prompt, T, beam_width=w)
+        cases.append(
+            Case(
+                name,
+                {
+                    "table": t,
+                    "prompt_ids": prompt,
+                    "num_tokens": np.array(T),
+                    "beam_width": np.array(w),
+                },
+                np.append(tokens[0].astype(np.float64), scores[0]),
+                hint="each step: add every beam's summed log-probability to its next-token "
+                "log-probabilities, flatten the (beams, V) scores, keep the beam_width best "
+                "(np.argsort(-total, kind='stable')), and append their tokens",
+            )
+        )
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        args = (
+            case.inputs["table"],
+            case.inputs["prompt_ids"],
+            int(case.inputs["num_tokens"]),
+            int(case.inputs["beam_width"]),
+        )
+        slips = [
+            (
+                _beam_slip(*args, "greedy"),
+                Finding(
+                    "only the best extension is kept at each step: this is greedy decoding, "
+                    "the beam width is ignored",
+                    "keep the beam_width best of all the (beams x V) extensions",
+                ),
+            ),
+            (
+                _beam_slip(*args, "last step only"),
+                Finding(
+                    "the extensions are ranked by the new token's log-probability alone; a "
+                    "sequence's score is the sum over all its tokens",
+                    "rank by scores[:, None] + log_probs, the running sum",
+                ),
+            ),
+            (
+                _beam_slip(*args, "probabilities"),
+                Finding(
+                    "the scores are probabilities; they should be log-probabilities",
+                    "return the summed log-probabilities (np.log of the product)",
+                ),
+            ),
+        ]
+        return _recognise(got, [(c, f) for c, f in slips if not _close(case.expected, c)])
+
+    return run_checks(call, cases, check_name="check_beam_search", diagnose=diagnose)

@@ -142,15 +142,10 @@ def check_layer_norm(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
 
     Examples
     --------
+    A wrong answer and its diagnosis:
+
     >>> import numpy as np
     >>> from helpers.checks import check_layer_norm
-    >>> def ln(x, gamma, beta, eps):
-    ...     mu = x.mean(axis=-1, keepdims=True)
-    ...     var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
-    ...     return gamma * (x - mu) / np.sqrt(var + eps) + beta
-    >>> check_layer_norm(ln)
-    check_layer_norm(ln): All 5 checks passed: random rows, a batch of sequences, a large
-        common offset, a constant row, d = 2.
     >>> def ln_unbiased(x, gamma, beta, eps):
     ...     mu = x.mean(axis=-1, keepdims=True)
     ...     return gamma * (x - mu) / np.sqrt(x.var(axis=-1, keepdims=True, ddof=1) + eps) + beta
@@ -206,8 +201,9 @@ def _ln_grads(G: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float, slip:
         "only the diagonal": g * rstd,
     }.get(slip, (g - mean_g - x_hat * mean_gx) * rstd)
     scaled = x - mu if slip == "x instead of x_hat" else x_hat
-    dgamma = (G * scaled).reshape(-1, d).sum(axis=0)
-    return {"dx": dx, "dgamma": dgamma, "dbeta": G.reshape(-1, d).sum(axis=0)}
+    reduce = np.mean if slip == "mean over the rows" else np.sum
+    dgamma = reduce((G * scaled).reshape(-1, d), axis=0)
+    return {"dx": dx, "dgamma": dgamma, "dbeta": reduce(G.reshape(-1, d), axis=0)}
 
 
 _BACKWARD_SLIPS = {
@@ -231,6 +227,12 @@ _BACKWARD_SLIPS = {
     "ddof=1": (
         "it uses the unbiased variance (ddof=1); the forward pass divides by d",
         "use np.var(x, axis=-1, keepdims=True) as in the forward pass",
+    ),
+    "mean over the rows": (
+        "it is the mean over the rows (tokens) instead of the sum: every token adds its own "
+        "contribution to the loss, so the gradients of the shared gamma and beta add up",
+        "dgamma = (grad_y * x_hat).reshape(-1, d).sum(axis=0) and dbeta = "
+        "grad_y.reshape(-1, d).sum(axis=0): sums, not means",
     ),
     "x instead of x_hat": (
         "dgamma is sum(grad_y * (x - mean)) instead of sum(grad_y * x_hat)",
@@ -277,27 +279,23 @@ def check_layer_norm_backward(fn: Callable[..., object]) -> CheckReport:
         Truthy iff every gradient matches in two layouts. The report recognises a
         missing ``- mean(g)`` or ``- x_hat mean(g x_hat)`` term, using only the
         diagonal of the Jacobian, forgetting ``gamma``, the unbiased variance,
-        ``dgamma`` computed from ``x - mean`` instead of ``x_hat``, and a flipped sign.
+        ``dgamma`` computed from ``x - mean`` instead of ``x_hat``, ``dgamma`` and
+        ``dbeta`` averaged over the rows instead of summed, and a flipped sign.
 
     Examples
     --------
     >>> import numpy as np
     >>> from helpers.checks import check_layer_norm_backward
-    >>> def ln_backward(grad_y, x, gamma, eps):
+    >>> def ln_backward_only_diagonal(grad_y, x, gamma, eps):
     ...     d = x.shape[-1]
     ...     mu = x.mean(axis=-1, keepdims=True)
     ...     rstd = 1 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
-    ...     x_hat = (x - mu) * rstd
-    ...     g = grad_y * gamma
-    ...     dx = (
-    ...         g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)
-    ...     ) * rstd
-    ...     dgamma = (grad_y * x_hat).reshape(-1, d).sum(axis=0)
+    ...     dx = grad_y * gamma * rstd  # treats the mean and the variance as constants
+    ...     dgamma = (grad_y * (x - mu) * rstd).reshape(-1, d).sum(axis=0)
     ...     return dx, dgamma, grad_y.reshape(-1, d).sum(axis=0)
-    >>> check_layer_norm_backward(ln_backward)
-    check_layer_norm_backward(ln_backward): All 6 checks passed: dx (rows), dgamma (rows),
-        dbeta (rows), dx (a batch of sequences), dgamma (a batch of sequences), dbeta (a batch
-        of sequences).
+    >>> print(check_layer_norm_backward(ln_backward_only_diagonal).failures[0].problem)
+    only the diagonal of the Jacobian is used, dx = g / sqrt(var + eps): the mean and the
+    variance depend on x too
     """
     layouts = (("rows", 61, (4, 6), 1e-5), ("a batch of sequences", 62, (2, 3, 5), 0.01))
     hint = (
@@ -345,6 +343,14 @@ def _count_candidates(d: int, f: int) -> list[tuple[int, Finding]]:
             ),
         ),
         (right - 2 * d, Finding("only one layer norm is counted; a block has two", ln_hint)),
+        (
+            right - 5 * d - f,
+            Finding(
+                "the biases are missing: b_Q, b_K, b_V, b_O (4 d_model), b_1 (d_ff) and b_2 "
+                "(d_model); the weight matrices and the layer norms are counted right",
+                "every linear layer of this block has a bias: 5 d_model + d_ff entries in all",
+            ),
+        ),
         (
             right - f - d,
             Finding(
@@ -411,20 +417,13 @@ def check_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport
     -------
     CheckReport
         Truthy iff every count is exact. The report recognises missing layer norms (or
-        only one), missing feed-forward or attention biases, ``b_1`` counted with
-        ``d_model`` entries, a missing ``W_O``, and a single feed-forward matrix.
+        only one), every bias missing, missing feed-forward or attention biases, ``b_1``
+        counted with ``d_model`` entries, a missing ``W_O``, and a single feed-forward
+        matrix.
 
     Examples
     --------
     >>> from helpers.checks import check_block_parameter_count
-    >>> def count(d_model, d_ff):
-    ...     attention = 4 * d_model**2 + 4 * d_model
-    ...     ffn = 2 * d_model * d_ff + d_ff + d_model
-    ...     return attention + ffn + 4 * d_model
-    >>> check_block_parameter_count(count)
-    check_block_parameter_count(count): All 5 checks passed: base Transformer (512, 2048),
-        BERT-base (768, 3072), BERT-large (1024, 4096), this chapter's model (32, 64),
-        d_ff = d_model = 8.
     >>> def no_norms(d_model, d_ff):
     ...     return 4 * d_model**2 + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model
     >>> print(check_block_parameter_count(no_norms).failures[0].problem)
@@ -480,9 +479,10 @@ def _block_variant(X: np.ndarray, p: Mapping[str, np.ndarray], h: int, norm_firs
     keep = 0.0 if slip == "no residual" else 1.0  # the residual connections, or none
     if norm_first != (slip == "order swapped"):  # pre-LN
         u = ln(X, "ln1")
-        Z = (u if slip == "residual from the normalised input" else keep * X) + mha(u)
+        normalised = slip.startswith("residual from the normalised input")
+        Z = (u if normalised and "feed-forward" not in slip else keep * X) + mha(u)
         v = ln(Z, "ln2")
-        Y = (v if slip == "residual from the normalised input" else keep * Z) + ffn(v)
+        Y = (v if normalised and "attention" not in slip else keep * Z) + ffn(v)
         return ln(Y, "ln2") if slip == "final norm" else Y
     if slip == "norm before the sum":
         Z = X + ln(mha(X), "ln1")
@@ -505,6 +505,16 @@ _BLOCK_SLIPS = {
     "residual from the normalised input": (
         "the residual adds the normalised input, LN(x) + Sublayer(LN(x)), instead of x",
         "in pre-LN only the sublayer sees the normalised input: x + Sublayer(LN(x))",
+    ),
+    "residual from the normalised input, attention only": (
+        "the attention sublayer's residual adds the normalised input, LN1(X) + MHA(LN1(X)), "
+        "instead of X (the feed-forward sublayer's is right)",
+        "in pre-LN only the sublayer sees the normalised input: Z = X + MHA(LN1(X))",
+    ),
+    "residual from the normalised input, feed-forward only": (
+        "the feed-forward sublayer's residual adds the normalised input, LN2(Z) + "
+        "FFN(LN2(Z)), instead of Z (the attention sublayer's is right)",
+        "in pre-LN only the sublayer sees the normalised input: Y = Z + FFN(LN2(Z))",
     ),
     "final norm": (
         "an extra layer norm is applied at the end of the pre-LN block",
@@ -534,7 +544,7 @@ def _block_diagnose(h: int, norm_first: bool) -> Diagnose:
         rtol, atol = case.tolerances()
         with np.errstate(all="ignore"):
             for slip, (problem, hint) in _BLOCK_SLIPS.items():
-                if slip == "final norm" and not norm_first:
+                if (slip == "final norm" or slip.startswith("residual")) and not norm_first:
                     continue
                 candidate = _block_variant(X, p, h, norm_first, slip)
                 if np.allclose(got, candidate, rtol=rtol, atol=atol):
@@ -579,11 +589,10 @@ def check_encoder_block(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
     --------
     >>> from helpers import encoder_block
     >>> from helpers.checks import check_encoder_block
-    >>> def block(X, params, h, norm_first):
-    ...     return encoder_block(X, params, h, norm_first=norm_first)[0]
-    >>> check_encoder_block(block)
-    check_encoder_block(block): All 4 checks passed: post-LN, 2 heads, post-LN, 4 heads,
-        pre-LN, 2 heads, pre-LN, 4 heads.
+    >>> def block_other_order(X, params, h, norm_first):
+    ...     return encoder_block(X, params, h, norm_first=not norm_first)[0]
+    >>> print(check_encoder_block(block_other_order).failures[0].problem)
+    it computes the other order: pre-LN where post-LN was asked for, or the reverse
     """
     specs = []
     for norm_first in (False, True):
