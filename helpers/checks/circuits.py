@@ -268,10 +268,10 @@ def check_k_composition_score(fn: Callable[..., object]) -> CheckReport:
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         A, B = case.inputs["W_QK"], case.inputs["W_OV"]
-        fro = np.linalg.norm(A) * np.linalg.norm(B)
+        norms = np.linalg.norm(A) * np.linalg.norm(B)
         slips = [
             (
-                np.array(np.linalg.norm(A @ B) / fro),
+                np.array(np.linalg.norm(A @ B) / norms),
                 Finding(
                     "W_QK @ W_OV without the transpose: in the row-vector convention a key "
                     "x W_OV enters the score as x_i W_QK (x_j W_OV)ᵀ",
@@ -279,7 +279,7 @@ def check_k_composition_score(fn: Callable[..., object]) -> CheckReport:
                 ),
             ),
             (
-                np.array(np.linalg.norm(B @ A) / fro),
+                np.array(np.linalg.norm(B @ A) / norms),
                 Finding(
                     "W_OV @ W_QK is Q-composition (a query that reads the earlier head)",
                     "K-composition multiplies W_QK by W_OV.T on the right",
