@@ -6,6 +6,16 @@ module's docstring says which chapter introduces it.
 
 from helpers import checks
 from helpers.attention import attention_backward, scaled_dot_product_attention
+from helpers.circuits import (
+    attention_only_backward,
+    attention_only_forward,
+    composition_score,
+    init_attention_only_params,
+    k_composition_scores,
+    prefix_matching_score,
+    previous_token_score,
+    repeated_token_batch,
+)
 from helpers.cost import AttentionCost, attention_cost, kv_cache_bytes
 from helpers.flash import flash_attention, flash_attention_backward, online_softmax_merge
 from helpers.glue import glue
@@ -92,12 +102,15 @@ __all__ = [
     "attention_backward",
     "attention_cost",
     "attention_decoder",
+    "attention_only_backward",
+    "attention_only_forward",
     "beam_search",
     "bert_forward",
     "bert_params_from_hf",
     "block_parameter_count",
     "causal_mask",
     "checks",
+    "composition_score",
     "cross_entropy",
     "decoder_layer",
     "encoder_block",
@@ -117,9 +130,11 @@ __all__ = [
     "gpt2_params_from_hf",
     "grouped_query_attention",
     "init_attention_decoder",
+    "init_attention_only_params",
     "init_block_params",
     "init_decoder_layer_params",
     "init_mha_params",
+    "k_composition_scores",
     "kv_cache_bytes",
     "kv_cache_elements",
     "layer_norm",
@@ -141,8 +156,11 @@ __all__ = [
     "online_softmax_merge",
     "padding_mask",
     "performer_attention",
+    "prefix_matching_score",
+    "previous_token_score",
     "random_features",
     "relu",
+    "repeated_token_batch",
     "rms_norm",
     "rope",
     "rope_frequencies",

@@ -43,6 +43,11 @@ from helpers.checks.attention import (
     check_causal_mask,
     check_masked_attention,
 )
+from helpers.checks.circuits import (
+    check_k_composition_score,
+    check_prefix_matching_score,
+    check_previous_token_score,
+)
 from helpers.checks.core import (
     ATOL_FLOAT32,
     ATOL_FLOAT64,
@@ -122,6 +127,7 @@ __all__ = [
     "check_causal_mask",
     "check_encoder_block",
     "check_entropy",
+    "check_k_composition_score",
     "check_kv_cache_bytes",
     "check_layer_norm",
     "check_layer_norm_backward",
@@ -135,6 +141,8 @@ __all__ = [
     "check_multi_head_attention",
     "check_next_token_distribution",
     "check_online_softmax_merge",
+    "check_prefix_matching_score",
+    "check_previous_token_score",
     "check_rope",
     "check_rope_layout_conversion",
     "check_sinusoidal_encoding",
