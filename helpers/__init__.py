@@ -57,6 +57,15 @@ from helpers.positional import (
     sinusoidal_shift,
 )
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
+from helpers.theory import (
+    l2_lipschitz_bound,
+    l2_self_attention,
+    l2_self_attention_jacobian,
+    min_head_width,
+    rank_collapse_residual,
+    self_attention_jacobian,
+    truncated_attention,
+)
 from helpers.transformer import (
     Adam,
     block_parameter_count,
@@ -116,6 +125,9 @@ __all__ = [
     "init_mha_params",
     "kv_cache_bytes",
     "kv_cache_elements",
+    "l2_lipschitz_bound",
+    "l2_self_attention",
+    "l2_self_attention_jacobian",
     "layer_norm",
     "layer_norm_backward",
     "layer_norm_jacobian",
@@ -126,6 +138,7 @@ __all__ = [
     "logsumexp",
     "merge_heads",
     "mha_parameter_count",
+    "min_head_width",
     "mlm_corrupt",
     "moe_layer",
     "moe_parameter_count",
@@ -136,6 +149,7 @@ __all__ = [
     "padding_mask",
     "performer_attention",
     "random_features",
+    "rank_collapse_residual",
     "relu",
     "rms_norm",
     "rope",
@@ -144,12 +158,14 @@ __all__ = [
     "router_z_loss",
     "sample_next_token",
     "scaled_dot_product_attention",
+    "self_attention_jacobian",
     "sinusoidal_encoding",
     "sinusoidal_shift",
     "softmax",
     "softmax_jacobian",
     "split_heads",
     "top_k_gating",
+    "truncated_attention",
 ]
 
 __version__ = "0.1.0"

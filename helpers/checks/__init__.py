@@ -91,6 +91,11 @@ from helpers.checks.softmax import (
     check_softmax,
     check_softmax_jacobian,
 )
+from helpers.checks.theory import (
+    check_min_head_width,
+    check_self_attention_jacobian,
+    check_truncated_attention,
+)
 from helpers.checks.transformer import (
     check_block_parameter_count,
     check_encoder_block,
@@ -129,18 +134,21 @@ __all__ = [
     "check_masked_attention",
     "check_mha_backward",
     "check_mha_parameter_count",
+    "check_min_head_width",
     "check_mlm_corruption",
     "check_multi_head_attention",
     "check_next_token_distribution",
     "check_online_softmax_merge",
     "check_rope",
     "check_rope_layout_conversion",
+    "check_self_attention_jacobian",
     "check_sinusoidal_encoding",
     "check_sinusoidal_shift",
     "check_softmax",
     "check_softmax_jacobian",
     "check_tiled_attention",
     "check_top_k_gating",
+    "check_truncated_attention",
     "run_checks",
     "run_self_check",
 ]
