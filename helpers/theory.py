@@ -130,8 +130,8 @@ def _l2_parts(X: np.ndarray, W_Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, f
     """Weights P (n, n), G = X W_Q W_Q^T (n, d), and sqrt(d_k) of L2 self-attention."""
     root = math.sqrt(W_Q.shape[1])
     Q = X @ W_Q  # (n, d_k)
-    sq = np.sum(Q * Q, axis=-1)
-    dist2 = np.maximum(sq[:, None] + sq[None, :] - 2 * Q @ Q.T, 0.0)  # (n, n)
+    diff = Q[:, None, :] - Q[None, :, :]  # (n, n, d_k): exact for large, nearby tokens,
+    dist2 = np.sum(diff * diff, axis=-1)  # where |q_i|^2 + |q_j|^2 - 2 q_i.q_j cancels
     return softmax(-dist2 / root, axis=-1), Q @ W_Q.T, root
 
 

@@ -165,6 +165,17 @@ def test_dot_product_attention_jacobian_grows_without_bound():
     assert norms[2] / norms[1] > 50 and norms[1] / norms[0] > 10
 
 
+def test_l2_attention_of_large_nearby_tokens_is_accurate():
+    # tokens 1e6 from the origin and 1 apart: the expanded form of the distance would
+    # cancel every digit of ||q_i - q_j||^2
+    X = 1e6 + np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    out = l2_self_attention(X, np.eye(2), np.eye(2))
+    ref = torch_l2_attention(*(torch.tensor(a) for a in (X - 1e6, np.eye(2), np.eye(2))))
+    # the weights depend only on differences, so shifting X shifts the output by the same
+    # weighted mean of the shift: compare with the shifted computation
+    np.testing.assert_allclose(out - 1e6 / math.sqrt(2), ref.numpy(), rtol=0, atol=1e-6)
+
+
 def test_rank_collapse_residual():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((3, 5, 4))
