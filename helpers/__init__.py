@@ -69,6 +69,15 @@ from helpers.positional import (
     t5_relative_position_bucket,
 )
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
+from helpers.theory import (
+    l2_lipschitz_bound,
+    l2_self_attention,
+    l2_self_attention_jacobian,
+    min_head_width,
+    rank_collapse_residual,
+    self_attention_jacobian,
+    truncated_attention,
+)
 from helpers.transformer import (
     Adam,
     block_parameter_count,
@@ -137,6 +146,9 @@ __all__ = [
     "k_composition_scores",
     "kv_cache_bytes",
     "kv_cache_elements",
+    "l2_lipschitz_bound",
+    "l2_self_attention",
+    "l2_self_attention_jacobian",
     "layer_norm",
     "layer_norm_backward",
     "layer_norm_jacobian",
@@ -147,6 +159,7 @@ __all__ = [
     "logsumexp",
     "merge_heads",
     "mha_parameter_count",
+    "min_head_width",
     "mlm_corrupt",
     "moe_layer",
     "moe_parameter_count",
@@ -159,6 +172,7 @@ __all__ = [
     "prefix_matching_score",
     "previous_token_score",
     "random_features",
+    "rank_collapse_residual",
     "relu",
     "repeated_token_batch",
     "rms_norm",
@@ -168,6 +182,7 @@ __all__ = [
     "router_z_loss",
     "sample_next_token",
     "scaled_dot_product_attention",
+    "self_attention_jacobian",
     "sinusoidal_encoding",
     "sinusoidal_shift",
     "softmax",
@@ -178,6 +193,7 @@ __all__ = [
     "t5_relative_position_bucket",
     "top_k_gating",
     "transformer_learning_rate",
+    "truncated_attention",
 ]
 
 __version__ = "0.1.0"

@@ -97,6 +97,11 @@ from helpers.checks.softmax import (
     check_softmax,
     check_softmax_jacobian,
 )
+from helpers.checks.theory import (
+    check_min_head_width,
+    check_self_attention_jacobian,
+    check_truncated_attention,
+)
 from helpers.checks.transformer import (
     check_block_parameter_count,
     check_encoder_block,
@@ -137,6 +142,7 @@ __all__ = [
     "check_masked_attention",
     "check_mha_backward",
     "check_mha_parameter_count",
+    "check_min_head_width",
     "check_mlm_corruption",
     "check_multi_head_attention",
     "check_next_token_distribution",
@@ -145,12 +151,14 @@ __all__ = [
     "check_previous_token_score",
     "check_rope",
     "check_rope_layout_conversion",
+    "check_self_attention_jacobian",
     "check_sinusoidal_encoding",
     "check_sinusoidal_shift",
     "check_softmax",
     "check_softmax_jacobian",
     "check_tiled_attention",
     "check_top_k_gating",
+    "check_truncated_attention",
     "run_checks",
     "run_self_check",
 ]
