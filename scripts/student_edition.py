@@ -57,7 +57,7 @@ ANSWER_CELL = "> ✏️ **Your answer to {what}**\n>\n> {answer} (Double-click t
 
 #: The first cell of every student notebook: what it is and how to work in it.
 ABOUT = [
-    "📓 **Student edition.** This notebook is the chapter below with its exercises and "
+    "**Student edition.** This notebook is the chapter below with its exercises and "
     "without their solutions{exercises}.",
     "",
     "- **Run the cells in order**, from the top: the first one installs the book's "

@@ -278,7 +278,7 @@ def test_the_first_cell_says_what_the_notebook_is_and_how_to_work_in_it(chapter)
     )
     assert about.cell_type == "markdown" and role(about) == "about"
     text = about.source
-    assert text.startswith("> 📓 **Student edition.**")
+    assert text.startswith("> **Student edition.**")
     assert all(line.startswith(">") for line in text.split("\n"))
     assert rendered(text).startswith("<blockquote>")
     assert (
