@@ -11,8 +11,8 @@ Each notebook is the chapter's Colab edition (editions/colab/) in which every so
 (the collapsed "Solution to Exercise N" section: its heading, text and code cells, as the
 Colab edition's metadata lists them) is replaced by starting cells:
 
-- "Write your answer here." (a markdown cell) where the solution has text: a proof, a
-  derivation, an explanation;
+- a "✏️ Your answer to Exercise N" quote (a markdown cell saying "Write your answer
+  here.") where the solution has text: a proof, a derivation, an explanation;
 - for every function (or class) the solution's code defines, its signature, as written
   in the solution, with its docstring (or a one-line one naming the exercise) and a body
   that raises ``NotImplementedError``. The signature is cut from the solution's source
@@ -23,7 +23,9 @@ Colab edition's metadata lists them) is replaced by starting cells:
   the student has written it;
 - "# Write your code here." where a solution cell computes without defining anything.
 
-Everything else (the exercise statements above all) is the Colab edition's cell,
+A first cell, above the chapter's title, says what the notebook is (the student edition,
+its exercises), how to work in it and where the solutions are not. Everything else
+(the exercise statements above all) is the Colab edition's cell,
 unchanged, except that links to the online book point at the student edition of the
 site (SITE/student/...), which has no solutions either. A solution that cannot be
 converted (code that does not parse, a self-check of a name no starting cell defines)
@@ -36,6 +38,7 @@ import ast
 import copy
 import io
 import json
+import re
 import sys
 import tokenize
 from pathlib import Path
@@ -49,6 +52,25 @@ SITE_PATH = "student/"  # where the deploy publishes the student edition, under 
 
 ANSWER = "Write your answer here."
 CODE_HERE = "# Write your code here."
+#: A starting cell for text: a quote under a pencil, which reads apart from the chapter.
+ANSWER_CELL = "> ✏️ **Your answer to {what}**\n>\n> {answer} (Double-click this cell to edit it.)"
+
+#: The first cell of every student notebook: what it is and how to work in it.
+ABOUT = [
+    "**Student edition.** This notebook is the chapter below with its exercises and "
+    "without their solutions{exercises}.",
+    "",
+    "- **Run the cells in order**, from the top: the first one installs the book's "
+    "`helpers` package in Colab.",
+    "- **Answer in the starting cells** that follow each exercise: write text and maths in "
+    "the cells marked ✏️ *Your answer*; complete each function whose body raises "
+    "`NotImplementedError`, run its cell, then run the self-check below it. The check says "
+    "whether your function passes and, when it does not, which input fails and why.",
+    "- **The solutions are not here**, nor in the student edition of the book online, where "
+    "this notebook's links lead. Whether and when you see them is for your instructor to "
+    "decide.",
+    "- **To keep your work**, save a copy (in Colab: File, then Save a copy in Drive).",
+]
 
 
 class StudentEditionError(Exception):
@@ -154,7 +176,8 @@ class Solution:
             if c["cell_type"] == "markdown" and not c["metadata"].get("jp-MarkdownHeadingCollapsed")
         ]
         if prose:
-            out.append(self.new_cell("markdown", prose[0], "answer", ANSWER, "answer"))
+            text = ANSWER_CELL.format(what=self.what, answer=ANSWER)
+            out.append(self.new_cell("markdown", prose[0], "answer", text, "answer"))
         defined: set[str] = set()  # names the solution's code binds at top level
         for cell in self.cells:
             if cell["cell_type"] != "code":
@@ -239,6 +262,7 @@ def student_notebook(colab: dict, name: str) -> dict:
     missing = set(solutions) - set(exercises)
     if missing:
         raise StudentEditionError(f"{name}: solutions not found among the cells: {missing}")
+    out.insert(0, about_cell(out, numbers, exercises))
     metadata = copy.deepcopy(colab["metadata"])
     metadata[META] = {k: v for k, v in meta.items() if k != "solutions"}
     kept = {c.get("id") for c in out}
@@ -248,6 +272,27 @@ def student_notebook(colab: dict, name: str) -> dict:
     ]
     metadata[STUDENT] = {"site": site + SITE_PATH, "exercises": exercises}
     return {**colab, "metadata": metadata, "cells": out}
+
+
+def about_cell(cells: list[dict], numbers: dict[str, str], exercises: dict[str, dict]) -> dict:
+    """The notebook's first cell, a quote: the student edition, and how to work in it."""
+    where = ""
+    for cell in cells:
+        heading = re.search(r"^#{1,6} (\d+(?:\.\d+)*)\. Exercises\b", source_of(cell), re.M)
+        if cell["cell_type"] == "markdown" and heading:
+            where = f", in section {heading.group(1)} at the end"
+    count = ""
+    if numbers:
+        checked = sum(1 for e in exercises.values() if e["checks"])
+        count = f": {len(numbers)} exercise{'s' if len(numbers) != 1 else ''}"
+        count += f", {checked} of them with a self-check" if checked else ""
+        count += where
+    lines = [line.format(exercises=count) for line in ABOUT]
+    text = "\n".join("> " + line if line else ">" for line in lines)
+    cell = {"cell_type": "markdown", "metadata": {STUDENT: {"role": "about"}}, "source": text}
+    if cells and "id" in cells[0]:
+        cell["id"] = "student-edition-about"
+    return cell
 
 
 def with_student_links(cell: dict, site: str) -> dict:

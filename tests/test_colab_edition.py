@@ -8,6 +8,7 @@ built site and renders them the way Jupyter renders markdown, in Chromium.
 
 from __future__ import annotations
 
+import copy
 import html as html_lib
 import importlib.util
 import json
@@ -107,9 +108,13 @@ def test_code_cells_outputs_and_tags_are_the_chapters(chapter):
     edition = edition_of(chapter)
     nbformat.validate(edition)
     code = [c for c in source.cells if c.cell_type != "markdown"]
-    assert [c for c in edition.cells if c.cell_type != "markdown"] == code
-    first = next(c for c in edition.cells if c.cell_type == "code")
+    ours = [copy.deepcopy(c) for c in edition.cells if c.cell_type != "markdown"]
+    first = ours[0]
     assert first.source == bootstrap_source() and "remove-cell" in first.metadata["tags"]
+    # the install cell starts collapsed, showing its first line, a comment
+    assert first.metadata.pop("jupyter") == {"source_hidden": True}
+    assert first.source.startswith("# In Colab, install")
+    assert ours == code  # the rest as in the chapter (which stores no widget view)
     assert edition.metadata["kernelspec"] == source.metadata["kernelspec"]
     # every markdown cell of the chapter is there, in order, under its own id (a cell
     # that held only the end of a solution has nothing left to show)
@@ -223,7 +228,12 @@ h &= i
 
 ```{prf:lemma} A lemma
 :label: lem-all
-Statement with $x$.
+Statement with $x$:
+
+$$
+x
+  > 0 .
+$$
 ```
 
 ```{prf:proof}
@@ -447,21 +457,22 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
         "Text with 0.4011 and ‘0.4011’, $x^2$ and $y_1$, **bold**, *em*,",
         "`code`, <sub>low</sub>, <sup>high</sup>, MLP",
         "[a site](https://example.org)",
-        f"[Exercises]({page}#sec-all-two)",
+        "[Exercises](#sec-all-two)",  # links within the chapter stay in the notebook
         f"[the other]({site}notebooks/02_other.html#ch-other)",
         f"[The other chapter]({site}notebooks/02_other.html)",
-        f"[Fig. 1.1]({page}#fig-all-file)",
-        f"[Table 1.1]({page}#tbl-all)",
-        f"[(1.1)]({page}#equation-eq-all-one)",
-        f"[Lemma 1.1]({page}#lem-all)",
+        "[Fig. 1.1](#fig-all-file)",
+        "[Table 1.1](#tbl-all)",
+        "[(1.1)](#equation-eq-all-one)",
+        "[Lemma 1.1](#lem-all)",
         f"({site}biblio.html#",
         "Doe and Roe",
         "\\$5",
-        "$$\na = b + c \\tag{1.1}\n$$",
-        "$$\ne = m c^2 \\tag{1.2}\n$$",
+        '<a id="equation-eq-all-one"></a>\n$$\na = b + c \\tag{1.1}\n$$',
+        '<a id="equation-eq-all-two"></a>\n$$\ne = m c^2 \\tag{1.2}\n$$',
         "\\begin{align}",
-        "> **Lemma 1.1** (A lemma)",
-        f"*Proof.* Because [(1.2)]({page}#equation-eq-all-two). ∎",
+        '> <a id="lem-all"></a>**Lemma 1.1** (A lemma)\n>\n> Statement with $x$:\n>\n'
+        "> $$ x > 0 . $$",  # a display formula in a quote: on one line
+        "*Proof.* Because [(1.2)](#equation-eq-all-two). ∎",
         "> **Definition 1.1**\n>\n> A definition.",
         "> **Corollary 1.1** (Named)",
         "> **Remark**\n>\n> An unnumbered remark.",
@@ -472,8 +483,8 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
         "> **See also**",
         "Hidden until toggled.",
         "![a tiny square](data:image/png;base64,",
-        "**Fig. 1.1** A figure from a file.",
-        "*Table 1.1 A table*",
+        '<a id="fig-all-file"></a>**Fig. 1.1** A figure from a file.',
+        '<a id="tbl-all"></a>*Table 1.1 A table*',
         "| a | b |\n|---|---|\n| 1 | 2 |",
         "| x | $y$ |",
         "- **Term**\n\n  Its definition.",
@@ -483,8 +494,9 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
         "---",
         "> Words.\n>\n> — Someone",
         "\n\n> A margin note.",
-        "## 1.2. Exercises",
-        f"## 1.1. Scaling by $\\sqrt{{d}}$\n\nSee [Scaling by $\\sqrt{{d}}$]({page}#sec-all-math).",
+        '## 1.2. Exercises<a id="sec-all-two"></a>',
+        '## 1.1. Scaling by $\\sqrt{d}$<a id="sec-all-math"></a>\n\n'
+        "See [Scaling by $\\sqrt{d}$](#sec-all-math).",
         "### Exercise 1.1 (First)\n\nDo it.",
         "#### Solution to Exercise 1.1\n\nThe answer, and a check:",
         "### Exercise 1.2\n\nAnother, without solution.",
@@ -501,6 +513,9 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
     assert nb.metadata["colab"]["collapsed_sections"] == [solution.id]
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     assert code == ["glue('value', '0.4011')", "print('solution code')", "answer = ..."]
+    other = nbformat.read(root / "out" / "_build" / "colab" / "notebooks" / "02_other.ipynb", 4)
+    assert f"[All constructs]({page}#ch-all)" in other.cells[0].source  # another chapter
+    assert not re.search(r"\]\(" + re.escape(page), text), "a link within the chapter left it"
 
 
 def test_a_construct_it_cannot_render_stops_the_build_with_a_clear_message(tmp_path):
@@ -563,3 +578,174 @@ def test_escaped_text_renders_as_itself(text):
     assert html.startswith("<p>") and html.endswith("</p>\n"), (source, html)
     shown = re.sub(r"<[^>]+>", "", html).strip()
     assert html_lib.unescape(shown) == text, (source, html)
+
+
+# ------------------------------------------------------- as JupyterLab renders it
+
+STUDENT = ROOT / "editions" / "student"
+BOTH = sorted(EDITION.glob("[0-9][0-9]_*.ipynb")) + sorted(STUDENT.glob("[0-9][0-9]_*.ipynb"))
+
+
+def both_id(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def render_like_jupyterlab(markdown: str) -> tuple[str, list[str]]:
+    """A markdown cell as JupyterLab 4 renders it before MathJax typesets it: the maths
+    taken out (removeMath), the rest through a CommonMark parser with tables (JupyterLab
+    uses marked, GitHub-flavoured), the maths put back (replaceMath). Returns the HTML
+    and the formulas as MathJax gets them (HTML-escaped)."""
+    from markdown_it import MarkdownIt
+
+    text, math = converter.remove_math(markdown)
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    return html, math
+
+
+@pytest.mark.parametrize(
+    ("markdown", "text", "math"),
+    [
+        ("hello, $ /alpha $, there", "hello, @@0@@, there", ["$ /alpha $"]),
+        ("a $$x < y$$ b", "a @@0@@ b", ["$$x &lt; y$$"]),
+        ("`$foo` and `$bar` are variables.", "`$foo` and `$bar` are variables.", []),
+        ("```\n$a$\n```\n$b$", "```\n$a$\n```\n@@0@@", ["$b$"]),
+        ("$a\n\nb$", "$a\n\nb$", []),  # a blank line ends (drops) a formula
+        ("\\begin{align}a&b\\end{align}", "@@0@@", ["\\begin{align}a&amp;b\\end{align}"]),
+        ("$\\{x\\}$ and $ {a $ b} $", "@@0@@ and @@1@@", ["$\\{x\\}$", "$ {a $ b} $"]),
+        ("x @@0@@ y", "x @@0@@ y", ["@@0@@"]),
+        # the layout the quote prefix broke: JupyterLab typesets the "> " with the formula
+        ("> $$\n> a = b\n> $$", "> @@0@@", ["$$\n&gt; a = b\n&gt; $$"]),
+    ],
+)
+def test_remove_math_is_jupyterlabs(markdown, text, math):
+    """The port of removeMath finds what JupyterLab finds (cases from its source and
+    its behaviour described in @jupyterlab/rendermime's latex.ts)."""
+    got_text, got_math = converter.remove_math(markdown)
+    assert (got_text, got_math) == (text, math)
+    assert converter.replace_math(got_text, converter.remove_math(markdown, html=False)[1]) == (
+        markdown
+    )
+
+
+def test_one_line_maths_joins_only_formulas():
+    quoted = converter.prefix_lines("Then\n\n$$\na\n  = b \\tag{1.1}\n$$\n\n`$x$`", "> ")
+    assert quoted == "> Then\n>\n> $$ a = b \\tag{1.1} $$\n>\n> `$x$`"
+    assert converter.prefix_lines("$$\na\n$$", "- ", "  ") == "- $$\n  a\n  $$"  # no quote
+    with pytest.raises(converter.ColabEditionError, match="TeX comment"):
+        converter.prefix_lines("$$\na % note\n= b\n$$", "> ")
+
+
+def quoted_display_formulas(path: Path) -> int:
+    """How many display formulas of a notebook JupyterLab renders inside a quote."""
+    count = 0
+    for cell in nbformat.read(path, 4).cells:
+        if cell.cell_type == "markdown":
+            html, math = render_like_jupyterlab(cell.source)
+            for quote in re.findall(r"<blockquote>.*?</blockquote>", html, re.S):
+                count += sum(math[int(k)][:2] == "$$" for k in re.findall(r"@@(\d+)@@", quote))
+    return count
+
+
+def test_display_formulas_in_quotes_are_there():
+    """Theorems, propositions and definitions are quotes, with display formulas in them:
+    16 across the chapters when the issue was filed (so the test above is not empty)."""
+    assert sum(quoted_display_formulas(p) for p in EDITION.glob("[0-9][0-9]_*.ipynb")) >= 16
+
+
+@pytest.mark.parametrize("path", BOTH, ids=both_id)
+def test_no_formula_holds_a_quote_prefix(path):
+    """Every markdown cell of both editions, rendered as JupyterLab renders it: every
+    formula reaches the HTML whole, and no formula has a quote prefix ("> ", escaped
+    "&gt;") at the start of a line, which MathJax would typeset as part of it."""
+    for cell in nbformat.read(path, 4).cells:
+        if cell.cell_type != "markdown":
+            continue
+        html, math = render_like_jupyterlab(cell.source)
+        for k, formula in enumerate(math):
+            assert html.count(f"@@{k}@@") == 1, f"{path.name}: {formula[:80]!r} lost"
+            assert not re.search(r"\n\s*&gt;", formula), f"{path.name}: quote prefix in {formula}"
+
+
+def heading_ids(html: str) -> list[str]:
+    """The ids JupyterLab gives the headings of a rendered cell (createHeaderId: the
+    heading's text, spaces replaced by "-", in data-jupyter-id)."""
+    from html.parser import HTMLParser
+
+    class Headings(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.depth, self.texts = 0, []
+
+        def handle_starttag(self, tag, attrs):
+            if re.fullmatch(r"h[1-6]", tag):
+                self.depth += 1
+                self.texts.append("")
+
+        def handle_endtag(self, tag):
+            if re.fullmatch(r"h[1-6]", tag):
+                self.depth -= 1
+
+        def handle_data(self, data):
+            if self.depth:
+                self.texts[-1] += data
+
+    parser = Headings()
+    parser.feed(html)
+    return [t.replace(" ", "-") for t in parser.texts]
+
+
+ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
+
+
+@pytest.mark.parametrize("path", BOTH, ids=both_id)
+def test_links_within_the_chapter_stay_in_the_notebook(path):
+    """A link to this chapter's own section, equation, theorem, exercise or figure is
+    "#id" and the notebook carries that id (an anchor the generator wrote, once); links
+    leave the notebook only for other pages of the book (other chapters, the
+    bibliography)."""
+    nb = nbformat.read(path, 4)
+    meta = nb.metadata["colab_edition"]
+    site = nb.metadata.get("student_edition", {}).get("site", meta["site"])
+    page = site + meta["chapter"].removesuffix(".ipynb") + ".html"
+    anchors: list[str] = []
+    headings: list[str] = []
+    local: list[str] = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        html, math = render_like_jupyterlab(cell.source)
+        headings += heading_ids(converter.replace_math(html, math))
+        anchors += ANCHOR.findall(cell.source)
+        local += re.findall(r"\]\(#([^)\s]+)\)", cell.source)
+        assert page not in cell.source, f"{path.name}: a link to its own page on the site"
+    assert len(anchors) == len(set(anchors)), "an anchor written twice"
+    assert not set(anchors) & set(headings), "an anchor that is also a heading's id"
+    missing = sorted(set(local) - set(anchors) - set(headings))
+    assert not missing, f"{path.name}: links to anchors the notebook does not carry: {missing}"
+    assert len(local) >= 5, f"{path.name}: only {len(local)} links within the chapter"
+    if path.parent == EDITION:  # (the student edition drops the links of the solutions)
+        assert set(anchors) <= set(local), "an anchor no link names"
+
+
+def test_chapter_6_keeps_its_links_to_itself():
+    """The issue's count: chapter 6 has 26 links to its own equations, theorem and
+    sections, now all within the notebook."""
+    nb = nbformat.read(EDITION / "06_transformer_block.ipynb", 4)
+    text = markdown_text(nb)
+    assert len(re.findall(r"\]\(#", text)) >= 26
+    assert "[(6.6)](#equation-eq-block-ln-backward)" in text
+    assert "[Theorem 6.1](#thm-block-ln-jacobian)" in text
+
+
+@pytest.mark.parametrize("path", BOTH, ids=both_id)
+def test_no_widget_view_is_stored(path):
+    """No output names a widget model (it would show "Error displaying widget: model not
+    found" in JupyterLab, with no kernel to restore it) and no widget state is saved."""
+    nb = nbformat.read(path, 4)
+    assert "widgets" not in nb.metadata
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            assert converter.WIDGET_VIEW not in output.get("data", {})
+    cell = {"outputs": [{"data": {converter.WIDGET_VIEW: {"model_id": "x"}, "text/html": ""}}]}
+    converter.drop_widget_views(cell)
+    assert cell == {"outputs": [{"data": {"text/html": ""}}]}

@@ -78,6 +78,13 @@ def role(cell) -> str:
     return cell.metadata.get(ROLE, {}).get("role", "")
 
 
+def answer_cell(what: str) -> str:
+    return (
+        f"> ✏️ **Your answer to {what}**\n>\n> {student_edition.ANSWER} "
+        "(Double-click this cell to edit it.)"
+    )
+
+
 def check_calls(code: str) -> list[ast.Expr]:
     return [s for s in ast.parse(code).body if student_edition.is_check_call(s)]
 
@@ -128,6 +135,8 @@ def test_every_chapter_has_a_student_notebook_and_nothing_else():
 def test_valid_notebook_that_starts_like_the_chapter(chapter):
     student = read(STUDENT, chapter)
     nbformat.validate(student)
+    assert role(student.cells[0]) == "about"
+    assert student.cells[1].source.startswith("# " + chapter.name[:2].lstrip("0") + ". ")
     first = next(c for c in student.cells if c.cell_type == "code")
     assert first.source == bootstrap_source()
     assert student.metadata["kernelspec"] == read(COLAB, chapter).metadata["kernelspec"]
@@ -155,7 +164,8 @@ def test_every_solution_is_replaced(chapter):
         assert cells, f"{label}: no starting cell"
         if any(text.strip() for text in parts["markdown"]):
             answers = [c for c in cells if role(c) == "answer"]
-            assert [c.source for c in answers] == [student_edition.ANSWER]
+            what = f"Exercise {student.metadata[ROLE]['exercises'][label]['number']}"
+            assert [c.source for c in answers] == [answer_cell(what)]
             assert answers[0].cell_type == "markdown"
 
 
@@ -246,6 +256,55 @@ def test_everything_else_is_the_colab_edition(chapter):
     assert any(u.startswith(site + "student/") for u in links)
     assert not [u for u in links if u.startswith(site) and not u.startswith(site + "student/")]
     assert student.metadata[ROLE]["site"] == site + "student/"
+
+
+def rendered(markdown: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").render(markdown)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_the_first_cell_says_what_the_notebook_is_and_how_to_work_in_it(chapter):
+    """A quote above the chapter's title: the student edition, its exercises (how many,
+    how many with a self-check, in which section), how to answer, where the solutions
+    are not."""
+    student = read(STUDENT, chapter)
+    about = student.cells[0]
+    exercises = student.metadata[ROLE]["exercises"]
+    checked = sum(1 for e in exercises.values() if e["checks"])
+    section = re.search(
+        r"^## (\d+\.\d+)\. Exercises$", "\n".join(c.source for c in student.cells), re.M
+    )
+    assert about.cell_type == "markdown" and role(about) == "about"
+    text = about.source
+    assert text.startswith("> **Student edition.**")
+    assert all(line.startswith(">") for line in text.split("\n"))
+    assert rendered(text).startswith("<blockquote>")
+    assert (
+        f"{len(exercises)} exercises, {checked} of them with a self-check, "
+        f"in section {section.group(1)} at the end." in text
+    )
+    for words in ("✏️ *Your answer*", "`NotImplementedError`", "self-check", "installs"):
+        assert words in text
+    assert "The solutions are not here" in text and "instructor" in text
+    # the instructor's page says the student edition online has no solution either
+    assert "with every solution removed" in (ROOT / "book" / "instructors.md").read_text()
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_answer_cells_read_apart_from_the_chapter(chapter):
+    """A ✏️ "Your answer" cell renders as a quote (the chapter's own paragraphs do not
+    start with a pencil) and names its exercise."""
+    student = read(STUDENT, chapter)
+    answers = [c for c in student.cells if role(c) == "answer"]
+    assert answers, f"{chapter.name}: no answer cell"
+    for cell in answers:
+        html = rendered(cell.source)
+        assert html.startswith("<blockquote>\n<p>✏️ <strong>Your answer to Exercise ")
+        assert student_edition.ANSWER in html
+    chapter_text = "\n".join(c.source for c in student.cells if ROLE not in c.metadata)
+    assert "✏️" not in chapter_text
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
@@ -432,9 +491,13 @@ def test_generator_on_every_kind_of_definition():
         {"ex-f": ["s", "t", "c", "d"]},
     )
     out = student_edition.student_notebook(nb, "09_test.ipynb")
+    about = out["cells"].pop(0)
+    assert about["metadata"][ROLE]["role"] == "about"
+    assert ": 1 exercise, 1 of them with a self-check, in section" not in about["source"]
+    assert ": 1 exercise, 1 of them with a self-check." in about["source"]  # no section
     sources = [c["source"] for c in out["cells"]]
     assert sources[0].endswith("(https://example.org/book/student/intro.html).")
-    assert sources[1] == student_edition.ANSWER
+    assert sources[1] == answer_cell("Exercise 9.1")
     assert (
         sources[2]
         == '''\
@@ -513,3 +576,63 @@ def test_the_committed_student_edition_comes_from_the_committed_colab_edition():
     assert {n: d for n, d in fresh.items()} == {
         p.name: p.read_bytes() for p in sorted(STUDENT.glob("*.ipynb"))
     }
+
+
+# ------------------------------------------------ a check before its starting cell
+
+
+@pytest.mark.parametrize(
+    ("source", "name", "reported"),
+    [
+        ("helpers.checks.check_softmax(my_softmax)", "my_softmax", True),
+        ("check_softmax(my_softmax)", "my_softmax", True),
+        ("helpers.checks.check_softmax(fn=my_softmax)", "my_softmax", True),
+        ("helpers.checks.check_softmax(my_softmax)", "helpers", False),  # not its argument
+        ("x = 1\nhelpers.checks.check_softmax(my_softmax)", "my_softmax", False),
+        ("print(my_softmax)", "my_softmax", False),
+        ("helpers.checks.check_softmax(my_softmax(1))", "my_softmax", False),
+    ],
+)
+def test_an_undefined_function_is_reported_only_in_a_self_check_cell(source, name, reported):
+    from helpers.checks.notebook import not_defined_report
+
+    error = NameError(f"name {name!r} is not defined", name=name)
+    report = not_defined_report(source, error)
+    if not reported:
+        assert report is None
+        return
+    assert report == (
+        f"check_softmax({name}): not attempted yet ({name} is not defined: run the cell that "
+        "defines it, then this check again)."
+    )
+    assert "\n" not in report
+
+
+def test_a_self_check_run_before_its_starting_cell_reports_in_one_line():
+    """In a kernel, as a student would: every check cell of chapter 1's student notebook,
+    run before the starting cells, prints its one-line "not attempted" report (no
+    traceback); any other NameError still shows IPython's traceback."""
+    from nbclient import NotebookClient
+
+    student = read(STUDENT, CHAPTERS[0])
+    checks = [c.source for c in student.cells if role(c) == "check"]
+    assert checks
+    cells = [nbformat.v4.new_code_cell("import helpers")]
+    cells += [nbformat.v4.new_code_cell(source) for source in checks]
+    cells.append(nbformat.v4.new_code_cell("not_defined_anywhere + 1"))
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    NotebookClient(nb, timeout=120, allow_errors=True, kernel_name="python3").execute()
+    for cell in nb.cells[1:-1]:
+        check, name = re.search(r"(check_\w+)\((\w+)\)", cell.source).groups()
+        assert [o.output_type for o in cell.outputs] == ["stream"], cell.outputs
+        assert cell.outputs[0].text == (
+            f"{check}({name}): not attempted yet "
+            f"({name} is not defined: run the cell that defines it, then this check again).\n"
+        )
+    last = nb.cells[-1].outputs
+    assert [o.output_type for o in last] == ["error"] and last[0].ename == "NameError"

@@ -4,7 +4,8 @@ A Sphinx builder (``colab``) that writes, for every chapter notebook, a copy in 
 MyST markup of the markdown cells is rendered into plain Jupyter markdown, from the
 *resolved* doctree: Sphinx has already substituted the glued values, numbered equations,
 theorems, exercises and figures, resolved references and citations. Code cells, their
-outputs, metadata and tags are copied from the chapter unchanged.
+outputs, metadata and tags are copied from the chapter, except that the first code cell
+(the Colab install cell) starts collapsed and no output keeps a widget view.
 
 How markdown cells are found in the doctree: myst-nb keeps no boundary between markdown
 cells, so while this builder runs, ``source-read`` prepends a MyST comment
@@ -16,9 +17,12 @@ document order (also when sphinx-exercise moves the nodes between ``solution-sta
 What becomes what (the site shows the same):
 
 - glue roles: the glued text; ``{ref}``, ``{numref}``, ``{eq}``, ``{prf:ref}``, ``{doc}``:
-  links with the site's link text to the page and anchor of the online book;
-  ``{cite}``: the author-year text linking to the bibliography page;
-- display maths: ``$$ ... \\tag{2.1} $$`` with the site's equation number;
+  links with the site's link text: within the notebook (``#id``) when the target is in
+  the chapter (a section, equation, theorem, exercise, figure or table, which then
+  carries an ``<a id="id">`` with the site's id), else to the page and anchor of the
+  online book; ``{cite}``: the author-year text linking to the bibliography page;
+- display maths: ``$$ ... \\tag{2.1} $$`` with the site's equation number; inside a
+  block quote on one line (see ``remove_math``: no "> " may land inside a formula);
 - theorems, lemmas, definitions, ... and admonitions: a block quote under a bold title;
   dropdown admonitions and toggles: ``<details>``; proofs: *Proof.* ... ∎;
 - exercises: a heading "Exercise 2.1 (title)"; solutions: a heading "Solution to
@@ -140,8 +144,130 @@ def code_span(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+# ------------------------------------------------------------- maths as Jupyter finds it
+#
+# JupyterLab (and Jupyter Notebook before it) takes the maths out of a markdown cell
+# before the markdown parser sees it, and puts it back into the HTML afterwards:
+# removeMath and replaceMath of @jupyterlab/rendermime (src/latex.ts), ported here
+# line by line. A formula ends at its closing delimiter, or is dropped at a blank line;
+# whatever lies between the delimiters is the formula, quote prefixes included. So a
+# display formula inside a block quote must not span lines: the "> " in front of its
+# second line would be typeset as part of it.
+
+_MATH_SPLIT = re.compile(
+    r"(\$\$?|\\(?:begin|end)\{[a-z]*\*?\}|\\[{}$]|[{}]|(?:\n\s*)+|@@\d+@@|\\\\[()[\]])",
+    re.I,
+)
+
+
+def remove_math(text: str, *, html: bool = True) -> tuple[str, list[str]]:
+    """JupyterLab's removeMath: (the text with every formula replaced by "@@N@@", the
+    formulas). With ``html=False`` the formulas are kept as written (JupyterLab escapes
+    ``&``, ``<`` and ``>`` in them for the HTML it builds)."""
+    math: list[str] = []
+    start = end = last = None
+    braces = 0
+    if "`" in text or "~~~" in text:
+        # Code spans and fenced code are not maths: hide their dollars ("~D").
+        text = text.replace("~", "~T")
+        text = re.sub(
+            r"^(?P<fence>`{3,}|(?:~T){3,})[^`\n]*\n([\s\S]*?)^(?P=fence)`*$",
+            lambda m: m.group(0).replace("$", "~D"),
+            text,
+            flags=re.M,
+        )
+        text = re.sub(
+            r"(^|[^\\])(`+)([^\n]*?[^`\n])\2(?!`)",
+            lambda m: m.group(0).replace("$", "~D"),
+            text,
+            flags=re.M,
+        )
+
+        def de_tilde(s: str) -> str:
+            return re.sub(r"~([TD])", lambda m: "~" if m.group(1) == "T" else "$", s)
+    else:
+
+        def de_tilde(s: str) -> str:
+            return s
+
+    def process(i: int, j: int, blocks: list[str]) -> list[str]:
+        block = "".join(blocks[i : j + 1])
+        if html:
+            block = block.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        while j > i:
+            blocks[j] = ""
+            j -= 1
+        blocks[i] = f"@@{len(math)}@@"
+        math.append(de_tilde(block))
+        return blocks
+
+    blocks = _MATH_SPLIT.split(re.sub(r"\r\n?", "\n", text))
+    i = 1
+    while i < len(blocks):
+        block = blocks[i]
+        if block[:1] == "@":
+            blocks[i] = f"@@{len(math)}@@"
+            math.append(block)
+        elif start is not None:
+            if block == end:
+                if braces:
+                    last = i
+                else:
+                    blocks = process(start, i, blocks)
+                    start = end = last = None
+            elif re.search(r"\n.*\n", block):
+                if last is not None:
+                    i = last
+                    blocks = process(start, i, blocks)
+                start = end = last = None
+                braces = 0
+            elif block == "{":
+                braces += 1
+            elif block == "}" and braces:
+                braces -= 1
+        elif block in ("$", "$$"):
+            start, end, braces = i, block, 0
+        elif block in ("\\\\(", "\\\\["):
+            start, end, braces = i, ("\\\\)" if block[-1] == "(" else "\\\\]"), 0
+        elif block[1:6] == "begin":
+            start, end, braces = i, "\\end" + block[6:], 0
+        i += 2
+    if start is not None and last is not None:
+        blocks = process(start, last, blocks)
+    return de_tilde("".join(blocks)), math
+
+
+def replace_math(text: str, math: list[str]) -> str:
+    """JupyterLab's replaceMath: put the formulas back for "@@N@@"."""
+
+    def back(m: re.Match) -> str:
+        formula = math[int(m.group(1))]
+        if formula.startswith("\\\\(") and formula.endswith("\\\\)"):
+            formula = "\\(" + formula[3:-3] + "\\)"
+        elif formula.startswith("\\\\[") and formula.endswith("\\\\]"):
+            formula = "\\[" + formula[3:-3] + "\\]"
+        return formula
+
+    return re.sub(r"@@(\d+)@@", back, text)
+
+
+def one_line_maths(text: str) -> str:
+    """The text with every formula (as JupyterLab finds them) written on one line."""
+    stripped, math = remove_math(text, html=False)
+    if not any("\n" in m for m in math):
+        return text
+    for k, formula in enumerate(math):
+        if "\n" in formula:
+            if re.search(r"(?<!\\)%", formula):
+                raise ColabEditionError(f"a TeX comment in a formula inside a quote: {formula!r}")
+            math[k] = re.sub(r"\s*\n\s*", " ", formula)
+    return re.sub(r"@@(\d+)@@", lambda m: math[int(m.group(1))], stripped)
+
+
 def prefix_lines(text: str, first: str, rest: str | None = None) -> str:
     rest = first if rest is None else rest
+    if ">" in first + rest:  # a block quote: no formula may span its lines
+        text = one_line_maths(text)
     lines = text.split("\n")
     out = []
     for i, line in enumerate(lines):
@@ -170,6 +296,27 @@ def node_kind(node: nodes.Node) -> str:
     return type(node).__name__
 
 
+# --------------------------------------------------------------------- code cells
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def collapse_install_cell(cell: dict) -> None:
+    """The first code cell (the Colab install cell) starts collapsed in JupyterLab, which
+    then shows only its first line, a comment that says what the cell does."""
+    first_line = "".join(cell["source"]).split("\n", 1)[0]
+    if first_line.startswith("# "):
+        cell["metadata"].setdefault("jupyter", {})["source_hidden"] = True
+
+
+def drop_widget_views(cell: dict) -> None:
+    """No output names a widget model: a stored view cannot be restored (its model lived
+    in the kernel that made it), and JupyterLab would show "Error displaying widget:
+    model not found" in its place. The other representations of the output stay."""
+    for output in cell.get("outputs", []):
+        output.get("data", {}).pop(WIDGET_VIEW, None)
+
+
 # ------------------------------------------------------------------------ the converter
 
 
@@ -187,6 +334,8 @@ class Converter:
         self.cell = "?"  # the chapter cell being converted, for error messages
         self.solution_cells: dict[str, list] = {}  # exercise label -> ids of its solution
         self.exercises: dict[str, str] = {}  # exercise label -> its number ("2.1")
+        self.local = self.local_targets()  # anchors of this chapter its own links name
+        self.anchored: set[str] = set()  # those written into the notebook so far
 
     # -------------------------------------------------------------- errors, numbers
 
@@ -214,6 +363,60 @@ class Converter:
         anchors += ["#" + i for i in section.get("ids", [])]
         number = next((numbers[a] for a in anchors if numbers.get(a)), None)
         return ".".join(map(str, number)) + ". " if number else ""
+
+    # ------------------------------------------------ links within the chapter
+
+    def local_targets(self) -> set[str]:
+        """The anchors of this chapter that its own links name and that the notebook
+        carries: a section, an equation, a theorem (or lemma, definition, ...), an
+        exercise, a figure or a table. Each gets an ``<a id="...">`` with the site's id
+        where the notebook shows it, and links to it stay in the notebook. JupyterLab
+        turns the id into ``data-jupyter-id`` and scrolls to it when a link ``#id`` is
+        clicked; its own heading ids (the heading's text with spaces as "-") are not
+        used, because a click finds them only when the text has no character a URL
+        escapes (quotes, maths, any non-ASCII letter)."""
+        by_id = {i: n for n in self.doctree.findall(nodes.Element) for i in n.get("ids", [])}
+        out = set()
+        for ref in self.doctree.findall(nodes.reference):
+            if not ref.get("refid") and not ref.get("refuri"):
+                continue
+            try:
+                url = self.url(ref)
+            except ColabEditionError:
+                continue  # reported where the link is written
+            anchor = url.removeprefix(self.page + "#") if url.startswith(self.page + "#") else ""
+            target = by_id.get(anchor)
+            if target is None:
+                continue
+            if isinstance(target, nodes.section):
+                carried = any(isinstance(c, nodes.title) for c in target.children)
+            else:
+                carried = (
+                    isinstance(target, nodes.math_block | nodes.figure | nodes.table)
+                    or "realtype" in target.attributes
+                    or node_kind(target)
+                    in (
+                        "exercise_enumerable_node",
+                        "exercise_node",
+                    )
+                )
+            if carried:
+                out.add(anchor)
+        return out
+
+    def anchor(self, node: nodes.Element) -> str:
+        """``<a id="...">`` for the ids of `node` that links of this chapter name."""
+        ids = [i for i in node.get("ids", []) if i in self.local and i not in self.anchored]
+        self.anchored.update(ids)
+        return "".join(f'<a id="{i}"></a>' for i in ids)
+
+    def local_url(self, url: str) -> str:
+        """``#anchor`` for a link to an anchor of this chapter that the notebook carries."""
+        if url.startswith(self.page + "#"):
+            anchor = url.removeprefix(self.page + "#")
+            if anchor in self.local:
+                return "#" + anchor
+        return url
 
     def url(self, node: nodes.Element) -> str:
         if node.get("refid"):
@@ -243,7 +446,8 @@ class Converter:
             elif isinstance(child, nodes.section):
                 title = child.next_node(nodes.title)
                 if title is not None and title.parent is child:
-                    yield ("heading", depth + 1, self.section_number(child) + self.inline(title))
+                    text = self.section_number(child) + self.inline(title).strip()
+                    yield ("heading", depth + 1, text + self.anchor(child))
                     yield from self.flow(child, depth + 1)
                 else:
                     yield from self.flow(child, depth)
@@ -415,6 +619,8 @@ class Converter:
         """Display maths as the site's MathJax sees it (sphinx.ext.mathjax's wrapping),
         with the site's equation number as a tag."""
         text = node.astext().strip()
+        anchor = self.anchor(node)
+        anchor += "\n" if anchor else ""
         number = ""
         if node.get("number") and node.get("ids"):
             number = self.number("displaymath", node["ids"][0]) or str(node["number"])
@@ -423,7 +629,7 @@ class Converter:
             if tag:
                 end = text.rfind("\\end{")
                 text = text[:end] + tag + " " + text[end:] if end >= 0 else text + tag
-            return text
+            return anchor + text
         parts = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
         parts = [f"\\begin{{split}}{p}\\end{{split}}" if "\\\\" in p else p for p in parts]
         body = (
@@ -431,7 +637,7 @@ class Converter:
             if len(parts) == 1
             else ("\\begin{aligned}" + "\\\\\n".join(parts) + "\\end{aligned}")
         )
-        return f"$$\n{body}{' ' + tag if tag else ''}\n$$"
+        return f"{anchor}$$\n{body}{' ' + tag if tag else ''}\n$$"
 
     def table(self, node: nodes.table) -> str:
         title = node.next_node(nodes.title)
@@ -463,7 +669,7 @@ class Converter:
         if title is not None:
             number = self.number("table", node["ids"][0]) if node.get("ids") else ""
             label = f"Table {number} " if number else ""
-            table = f"*{label}{self.inline(title)}*\n\n" + table
+            table = self.anchor(node) + f"*{label}{self.inline(title)}*\n\n" + table
         return table
 
     def caption(self, figure: nodes.Element) -> str:
@@ -472,7 +678,7 @@ class Converter:
         text = self.inline(caption) if caption is not None else ""
         legend = figure.next_node(nodes.legend)
         label = f"**Fig. {number}** " if number else ""
-        out = f"{label}{text}".strip()
+        out = self.anchor(figure) + f"{label}{text}".strip()
         if legend is not None:
             out = join_blocks([out, self.blocks(legend)])
         return out
@@ -532,8 +738,10 @@ class Converter:
             name = realtype.title() + (f" {number}" if number else "")
             sub = self.inline(title_node).strip() if title_node is not None else ""
             sub = sub.removeprefix(realtype.title()).strip()
-            title = f"**{name}**" + (
-                f" {sub}" if sub.startswith("(") else f" ({sub})" if sub else ""
+            title = (
+                self.anchor(node)
+                + f"**{name}**"
+                + (f" {sub}" if sub.startswith("(") else f" ({sub})" if sub else "")
             )
             return prefix_lines(join_blocks([title, body]), "> ")
         if kind in ("exercise_enumerable_node", "exercise_node"):
@@ -576,7 +784,7 @@ class Converter:
             url = self.url(node)
             title = self.section_title_with_maths(node, url)
             text = self.inline(title) if title is not None else self.inlines(node)
-            return f"[{text}]({url})"
+            return f"[{text}]({self.local_url(url)})"
         if isinstance(node, addnodes.pending_xref):
             raise self.fail(node, f"an unresolved reference {node.get('reftarget')!r}")
         if isinstance(node, addnodes.download_reference):
@@ -684,7 +892,7 @@ class Converter:
             elif kind == "exercise":
                 level = min(event[1] + 1, 6)
                 label = event[2]["ids"][0] if event[2]["ids"] else ""
-                title = self.exercise_title(event[2])
+                title = self.exercise_title(event[2]) + self.anchor(event[2])
                 piece.append(("heading", "#" * level + " " + title, label))
             elif kind == "solution":
                 level = min(event[1] + 2, 6)
@@ -697,6 +905,9 @@ class Converter:
             # exercise_end: nothing to write
         if order != sorted(order):
             raise self.fail(None, f"cells out of order in the doctree: {order}")
+        if self.local - self.anchored:
+            self.cell = "?"
+            raise self.fail(None, f"links to {sorted(self.local - self.anchored)} (no anchor)")
         return self.assemble(source, texts, captions)
 
     def assemble(self, source: dict, texts: dict, captions: dict) -> list[dict]:
@@ -705,7 +916,12 @@ class Converter:
         for index, cell in enumerate(source["cells"]):
             self.cell = index
             if cell["cell_type"] != "markdown":
-                out.append(copy.deepcopy(cell))  # code and raw cells: unchanged
+                new = copy.deepcopy(cell)  # code and raw cells: as in the chapter, except
+                if cell["cell_type"] == "code":
+                    if not any(c["cell_type"] == "code" for c in out):
+                        collapse_install_cell(new)
+                    drop_widget_views(new)
+                out.append(new)
                 if open_solution is not None:
                     self.solution_cells.setdefault(open_solution, []).append(cell.get("id"))
                 if index in captions:
@@ -831,6 +1047,7 @@ class ColabBuilder(Builder):
         cells = converter.cells(source)
         notebook = {**source, "cells": cells}
         metadata = copy.deepcopy(source.get("metadata", {}))
+        metadata.pop("widgets", None)  # saved widget state: the edition has no widget view
         collapsed = [
             c["id"]
             for c in cells

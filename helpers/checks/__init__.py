@@ -83,6 +83,7 @@ from helpers.checks.multihead import (
     check_mha_parameter_count,
     check_multi_head_attention,
 )
+from helpers.checks.notebook import install as _install_notebook_handler
 from helpers.checks.positional import (
     check_alibi_slopes,
     check_rope,
@@ -108,6 +109,8 @@ from helpers.checks.transformer import (
     check_layer_norm,
     check_layer_norm_backward,
 )
+
+_install_notebook_handler()  # in IPython: a check on an undefined name reports in one line
 
 __all__ = [
     "ATOL_FLOAT32",
