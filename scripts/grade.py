@@ -145,8 +145,35 @@ def identify_chapter(nb, path: Path, stems: list[str], titles: dict[str, str]) -
     return matches[0] if len(matches) == 1 else None
 
 
+# The file names of the exports of learning-management systems: the student's part.
+LMS_NAMES = (
+    # Canvas: lastfirst_12345_67890_original.ipynb (and lastfirst_LATE_12345_67890_...)
+    ("Canvas", re.compile(r"^(?P<name>[a-z][a-z0-9-]*?)(?:_LATE|_late)?_\d+_\d+_(?P<file>.+)$")),
+    # Moodle: Full Name_123456_assignsubmission_file_original.ipynb (a file or a folder)
+    (
+        "Moodle",
+        re.compile(r"^(?P<name>.+?)_\d+_assignsubmission_(?:file|onlinetext)_(?P<file>.*)$"),
+    ),
+    # Blackboard: Assignment_username_attempt_2024-01-31-12-00-00_original.ipynb
+    ("Blackboard", re.compile(r"^.+?_(?P<name>[^_]+)_attempt_[\d-]+(?:_(?P<file>.+))?$")),
+)
+
+
+def lms_name(path: Path, root: Path) -> str | None:
+    """The student named by an LMS export's file (or folder) name, if it is one."""
+    for part in [path.name, *(p.name for p in path.parents if p != root and root in p.parents)]:
+        for _, pattern in LMS_NAMES:
+            match = pattern.match(part)
+            if match:
+                return match.group("name")
+    return None
+
+
 def student_name(path: Path, root: Path, chapter: str | None) -> str:
     """The student a submission belongs to (see the module docstring)."""
+    from_lms = lms_name(path, root)
+    if from_lms:
+        return from_lms
     stem = re.sub(r"^Copy of ", "", path.stem)
     stem = re.sub(r"\s*\(\d+\)$", "", stem)
     if chapter:
