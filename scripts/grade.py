@@ -3,15 +3,19 @@
 Usage: python scripts/grade.py SUBMISSIONS_DIR [--out results.csv] [--jobs N]
        [--cell-timeout S] [--total-timeout S] [--memory-mb MB]
 
-Every ``*.ipynb`` under SUBMISSIONS_DIR (subfolders included) is one submission. Each runs
-in a clean kernel of its own (nbclient), started in an empty temporary directory by a
-worker process whose address space is limited (``resource.setrlimit(RLIMIT_AS)``, which
-the kernel inherits): every cell runs in order with a time limit per cell and one for the
-whole notebook, and a cell that raises does not stop the cells after it. Then, in the same
-kernel, every exercise of the chapter that has a self-check (book/exercises.yml) is graded:
-the check (``helpers.checks.check_*``) runs on the student's function of the name the
-exercise asks for, with the per-cell time limit. A notebook that loops, exhausts memory or
-kills its kernel gets rows saying so, and the run goes on with the next notebook.
+Every ``*.ipynb`` under SUBMISSIONS_DIR (subfolders included) is one submission. Each
+runs in a clean kernel of its own (nbclient), sealed off by scripts/grade_sandbox.py
+(bubblewrap, a user id of its own, no network, memory and pids cgroups), driven by a worker
+process: every cell runs in order with a time limit per cell and one for the whole
+notebook, and a cell that raises does not stop the cells after it. Then every exercise of
+the chapter that has a self-check (book/exercises.yml) is graded: the check
+(``helpers.checks.check_*``) runs in the worker, the grader's own process, on a stand-in
+for the student's function of the name the exercise asks for; the stand-in calls that
+function in the kernel with the check's inputs and gets its outputs back as data
+(scripts/grade_wire.py), so the verdict never depends on what the student's code says
+about itself. A notebook that loops, exhausts memory or kills its kernel gets rows saying
+so, and the run goes on with the next notebook. Without root, bubblewrap or the cgroups the
+command refuses, unless given ``--without-isolation`` (every row is then flagged).
 
 Which chapter: the notebook's metadata (the student and Colab editions record it), else a
 chapter's file name inside the submission's file name (``01_softmax``), else the chapter
@@ -21,19 +25,23 @@ Which student: the file name, without Colab's "Copy of " and " (1)", the chapter
 name and the separators around it: ``alice.ipynb``, ``alice_01_softmax.ipynb`` and
 ``01_softmax-alice.ipynb`` are alice's. A file named only like the chapter
 (``01_softmax.ipynb``, ``Copy of 01_softmax.ipynb``) is named by its folder:
-``alice/01_softmax.ipynb`` is alice's.
+``alice/01_softmax.ipynb`` is alice's. The exports of learning-management systems come
+first (LMS_NAMES): Canvas ``lastfirst_12345_67890_...``, Moodle
+``Full Name_123456_assignsubmission_file_...`` (a file or a folder), Blackboard
+``Assignment_username_attempt_2024-01-31-12-00-00_...``.
 
 The CSV has one row per submission and graded exercise (and self-check, where an exercise
-has two): student, chapter, exercise, check, function, status, message, notebook. Status
-is "passed", "failed" (message: the check's first failing case), "not attempted" (the
-function is undefined or raises NotImplementedError, as the student notebooks' starting
-cells do) or "error" (the time or memory limit stopped the check, the check could not run,
-or the kernel was gone). A submission whose notebook itself hit a limit or lost its kernel
-gets one more row, exercise "(notebook)", status "error", saying which cell and why.
+has two), grouped by student: student, chapter, exercise, check, function, status,
+message, notebook, flags. Status is "passed", "failed" (message: the check's first failing
+case), "not attempted" (the function is undefined or raises NotImplementedError, as the
+student notebooks' starting cells do) or "error" (the time or memory limit stopped the
+check, the check could not run, the kernel was gone or sent back something that is not an
+answer). A submission whose notebook itself hit a limit or lost its kernel gets one more
+row, exercise "(notebook)", status "error", saying which cell and why; a file that is not
+a notebook gets a row "(not a notebook)". Flags: a duplicate submission of a chapter,
+"unsealed", and a peak memory measured in the submission's process. Values that a
+spreadsheet would evaluate (starting with = + - @) are written with a leading '.
 Exercises without a self-check (proofs, work by hand) are graded by hand and have no row.
-
-Grading runs the students' code with your permissions: run it in a container or as a
-throwaway user (see the instructor's page, book/instructors.md).
 """
 
 from __future__ import annotations
