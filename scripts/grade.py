@@ -747,8 +747,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--without-isolation",
         action="store_true",
-        help="grade even where the submissions cannot be sealed off (not root, no bwrap, no "
-        "cgroup): every row is flagged, and the summary says so",
+        help="do not seal the submissions off (needed where they cannot be: not root, no "
+        "bwrap, no cgroup): their code runs with your permissions; every row is flagged, "
+        "and the summary says so",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--items", help=argparse.SUPPRESS)
@@ -762,8 +763,8 @@ def main(argv: list[str] | None = None) -> int:
     from grade_sandbox import Isolation
 
     isolation = Isolation.detect()
-    sealed = isolation.available
-    if not sealed and not args.without_isolation:
+    sealed = isolation.available and not args.without_isolation
+    if not isolation.available and not args.without_isolation:
         print(
             f"Cannot seal the submissions off from each other and from this machine: "
             f"{isolation.missing}.\nRun as root on Linux with bubblewrap installed "

@@ -282,6 +282,19 @@ class Sandbox:
             async def _async_signal_kernel(self, signum):
                 sandbox.signal(signum)
 
+            async def _async_post_start_kernel(self, **kw):
+                # Connect once the kernel has bound its five sockets: connecting earlier
+                # makes the client wait seconds for ZeroMQ to retry.
+                import asyncio
+
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and self.provisioner.process.poll() is None:
+                    names = {p.name for p in sandbox.sockets.iterdir() if p.is_socket()}
+                    if len(names) >= 5:
+                        break
+                    await asyncio.sleep(0.02)
+                await super()._async_post_start_kernel(**kw)
+
         self.connection_file = str(self.sockets / "kernel.json")
         return SealedKernelManager(
             kernel_name="python3",

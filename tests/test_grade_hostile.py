@@ -61,19 +61,33 @@ ATTACKS = {
         import helpers.checks
         """,
     "reads": """
-        import glob, os
-        found = []
-        for pattern in ["/work/**/notebooks/01_softmax.ipynb", "/tmp/**/*.ipynb",
-                        "/root/**", "/proc/1/environ", "/proc/*/cmdline",
-                        "%(checks)s"]:
-            for p in glob.glob(pattern, recursive=True)[:50]:
-                try:
-                    found.append((p, len(open(p, "rb").read())))
-                except OSError:
-                    pass
-        leaked = [p for p, n in found if "solution" in p or p.endswith("core.py")
-                  or p.endswith("01_softmax.ipynb") and "hostile" not in p]
-        assert not leaked, leaked
+        # Copy the right answers from wherever they can be read: the book's notebooks,
+        # another student's submission, the folders named on the grader's command line.
+        import glob, json, os
+        paths = glob.glob("/work/*/*/notebooks/01_softmax.ipynb")
+        paths += glob.glob("/root/**/01_softmax.ipynb", recursive=True)
+        paths += glob.glob("/tmp/**/right_01_softmax.ipynb", recursive=True)
+        for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+            try:
+                args = open(cmdline, "rb").read().split(b"\\0")
+            except OSError:
+                continue
+            for arg in args:
+                folder = arg.decode(errors="ignore")
+                if os.path.isdir(folder):
+                    paths += glob.glob(os.path.join(folder, "right_*.ipynb"))
+        for path in paths:
+            try:
+                cells = json.load(open(path))["cells"]
+            except (OSError, ValueError):
+                continue
+            for cell in cells:
+                source = "".join(cell["source"])
+                if cell["cell_type"] == "code" and "def my_" in source:
+                    try:
+                        exec(source, globals())
+                    except Exception:
+                        pass
         """,
     "writes": """
         import os, site
