@@ -487,9 +487,11 @@ def find_submissions(root: Path, chapters: dict[str, list[dict]]) -> list[Submis
             continue  # .ipynb_checkpoints, .DS_Store, ...
         if path.suffix != ".ipynb" or path.is_symlink():
             why = "a link, not a notebook" if path.is_symlink() else "not a notebook"
-            found.append(
-                Submission(path, student_name(path, root, None), None, f"{why}: not graded")
+            # In a student's folder, the folder names the student; else the file name.
+            who = lms_name(path, root) or (
+                str(relative.parent) if relative.parent.parts else student_name(path, root, None)
             )
+            found.append(Submission(path, who, None, f"{why}: not graded"))
             found[-1].notebook = False
             continue
         if path.stat().st_size > MAX_NOTEBOOK_MB * 2**20:

@@ -386,3 +386,33 @@ def test_the_exercise_list_names_what_the_student_notebooks_check():
 def test_the_list_is_the_one_the_grader_reads():
     data = yaml.safe_load((ROOT / "book" / "exercises.yml").read_text())
     assert list(EXERCISES) == [c["notebook"] for c in data["chapters"]]
+
+
+def test_two_submissions_of_a_chapter_are_flagged_and_other_files_listed(tmp_path):
+    for name in (
+        "alice_01_softmax.ipynb",
+        "alice/Copy of 01_softmax.ipynb",
+        "bob_01_softmax.ipynb",
+    ):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        nbformat.write(notebook(SETUP), tmp_path / name)
+    (tmp_path / "alice" / "notes.pdf").write_bytes(b"%PDF")
+    found = grade.find_submissions(tmp_path, EXERCISES)
+    assert [s.student for s in found] == ["alice", "alice", "alice", "bob"]  # grouped
+    assert sorted((s.path.name, s.notebook) for s in found) == [
+        ("Copy of 01_softmax.ipynb", True),
+        ("alice_01_softmax.ipynb", True),
+        ("bob_01_softmax.ipynb", True),
+        ("notes.pdf", False),
+    ]
+    for s in found:
+        s.rows = [{"flags": "", "exercise": grade.NOTEBOOK_ROW, "message": "", "status": ""}]
+    groups = grade.flag_duplicates(found)
+    assert [[s.path.name for s in g] for g in groups] == [
+        ["Copy of 01_softmax.ipynb", "alice_01_softmax.ipynb"]
+    ]
+    flags = {s.path.name: s.rows[0]["flags"] for s in found}
+    assert flags["alice_01_softmax.ipynb"] == "duplicate (also Copy of 01_softmax.ipynb)"
+    assert flags["bob_01_softmax.ipynb"] == flags["notes.pdf"] == ""
+    text = grade.summary(found, True, groups)
+    assert "more than one submission" in text and "notes.pdf" in text
