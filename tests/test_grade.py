@@ -416,3 +416,15 @@ def test_two_submissions_of_a_chapter_are_flagged_and_other_files_listed(tmp_pat
     assert flags["bob_01_softmax.ipynb"] == flags["notes.pdf"] == ""
     text = grade.summary(found, True, groups)
     assert "more than one submission" in text and "notes.pdf" in text
+
+
+def test_without_isolation_the_command_refuses_and_says_why(tmp_path, monkeypatch, capsys):
+    import grade_sandbox
+
+    missing = grade_sandbox.Isolation("bwrap is not installed (Debian package bubblewrap)")
+    monkeypatch.setattr(grade_sandbox.Isolation, "detect", staticmethod(lambda: missing))
+    nbformat.write(notebook(SETUP), tmp_path / "alice_01_softmax.ipynb")
+    assert grade.main([str(tmp_path), "--out", str(tmp_path / "out.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "bwrap is not installed" in err and "--without-isolation" in err
+    assert not (tmp_path / "out.csv").exists()
