@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from tests.test_grade import RIGHT, SETUP, chapter_one, notebook
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import grade
-from grade_sandbox import UID_BASE, Isolation
+from grade_sandbox import UID_RANGE, Isolation
 
 ISOLATION = Isolation.detect()
 pytestmark = pytest.mark.skipif(
@@ -33,6 +34,8 @@ pytestmark = pytest.mark.skipif(
 if not ISOLATION.available:
     print(f"\ntests/test_grade_hostile.py skipped: {ISOLATION.missing}", file=sys.stderr)
 
+# A range of user ids of this run's own (see run_grade).
+HOSTILE_UID_BASE = 5_000_000 + secrets.randbelow(1000) * UID_RANGE
 ZERO = "def {f}(*args, **kwargs):\n    return np.zeros(3)\n"
 WRONG_ALL = "\n".join(ZERO.format(f=f) for f in RIGHT)
 CHECKS = ROOT / "helpers" / "checks" / "core.py"
@@ -176,9 +179,7 @@ def hostile(name: str, csv_path: Path) -> nbformat.NotebookNode:
     return notebook(SETUP, WRONG_ALL, *(ATTACKS[a] % values for a in attacks))
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("hostile")
+def grade_the_hostile_class(tmp: Path):
     folder = tmp / "class"
     folder.mkdir()
     out = tmp / "class.csv"
@@ -195,12 +196,16 @@ def graded(tmp_path_factory):
     digest = hashlib.sha256(out.read_bytes()).hexdigest()
     time.sleep(6)  # the detached writer wakes after 4 s
     print(f"\nhostile class graded in {seconds:.0f} s (timings noisy on a shared machine)")
+    print(printed)
     return rows, printed, out, digest, checks_before
 
 
 def run_grade(folder: Path, out: Path):
     import subprocess
 
+    # A range of user ids of this run's own: a grader running beside it (another test)
+    # has its sandboxes' processes too.
+    env = {**os.environ, "GRADE_UID_BASE": str(HOSTILE_UID_BASE)}
     done = subprocess.run(
         [
             sys.executable,
@@ -221,6 +226,7 @@ def run_grade(folder: Path, out: Path):
         text=True,
         check=False,
         timeout=900,
+        env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     with out.open() as f:
@@ -234,7 +240,7 @@ def by_student(rows):
     return out
 
 
-def test_no_attack_gets_a_pass(graded):
+def check_no_attack_gets_a_pass(graded):
     rows, *_ = graded
     students = by_student(rows)
     assert sorted(a for group in SUBMISSIONS.values() for a in group) == sorted(ATTACKS)
@@ -244,14 +250,14 @@ def test_no_attack_gets_a_pass(graded):
         assert not [r for r in mine if r["status"] == "passed"], (name, mine)
 
 
-def test_a_forged_answer_with_a_pickled_object_is_an_error(graded):
+def check_a_forged_answer_with_a_pickled_object_is_an_error(graded):
     rows, *_ = graded
     mine = [r for r in by_student(rows)["a_forged"] if r["exercise"] != grade.NOTEBOOK_ROW]
     assert {r["status"] for r in mine} == {"error"}, mine
     assert all("not an answer" in r["message"] for r in mine), mine
 
 
-def test_honest_controls_get_their_rows(graded):
+def check_honest_controls_get_their_rows(graded):
     rows, *_ = graded
     students = by_student(rows)
     assert {r["status"] for r in students["right"]} == {"passed"}
@@ -259,27 +265,30 @@ def test_honest_controls_get_their_rows(graded):
     assert {r["status"] for r in students["zz_empty"]} == {"not attempted"}
 
 
-def test_the_checks_on_disk_are_untouched_and_a_later_submission_is_not_attempted(graded):
+def check_the_checks_on_disk_are_untouched_and_a_later_submission_is_not_attempted(graded):
     rows, _, _, _, before = graded
     assert CHECKS.read_bytes() == before
     assert {r["status"] for r in by_student(rows)["zz_empty"]} == {"not attempted"}
 
 
-def test_nothing_survives_and_the_csv_stays_as_written(graded):
+def check_nothing_survives_and_the_csv_stays_as_written(graded):
     _, _, out, digest, _ = graded
     assert hashlib.sha256(out.read_bytes()).hexdigest() == digest
     survivors = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if entry.stat().st_uid >= UID_BASE:
-                    survivors.append(entry.name)
+                if HOSTILE_UID_BASE <= entry.stat().st_uid < HOSTILE_UID_BASE + UID_RANGE:
+                    status = (entry / "status").read_text().splitlines()
+                    state = [x for x in status if x.startswith(("State", "PPid", "NSpid"))]
+                    cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")[:80]
+                    survivors.append((entry.name, state, cmd))
             except OSError:
                 pass
     assert not survivors
 
 
-def test_a_file_that_is_not_a_notebook_is_listed_and_made_harmless(graded):
+def check_a_file_that_is_not_a_notebook_is_listed_and_made_harmless(graded):
     rows, printed, *_ = graded
     (row,) = [r for r in rows if r["notebook"] == "notes.txt"]
     assert row["exercise"] == grade.FILE_ROW
@@ -287,8 +296,20 @@ def test_a_file_that_is_not_a_notebook_is_listed_and_made_harmless(graded):
     assert all(not r[k].startswith(("=", "+", "-", "@")) for r in rows for k in r)
 
 
-def test_rows_are_grouped_by_student(graded):
+def check_rows_are_grouped_by_student(graded):
     rows, *_ = graded
     order = [r["student"] for r in rows]
     assert order == sorted(order, key=str.lower)
     assert os.path.exists(graded[2])
+
+
+def test_hostile_submissions_get_no_pass_and_leave_nothing_behind(tmp_path):
+    # One grading run for all the checks (a module fixture would run once per xdist worker).
+    graded = grade_the_hostile_class(tmp_path)
+    check_no_attack_gets_a_pass(graded)
+    check_a_forged_answer_with_a_pickled_object_is_an_error(graded)
+    check_honest_controls_get_their_rows(graded)
+    check_the_checks_on_disk_are_untouched_and_a_later_submission_is_not_attempted(graded)
+    check_nothing_survives_and_the_csv_stays_as_written(graded)
+    check_a_file_that_is_not_a_notebook_is_listed_and_made_harmless(graded)
+    check_rows_are_grouped_by_student(graded)
