@@ -59,10 +59,13 @@ edition: $(BIN)/.book-installed
 	$(PY) scripts/colab_edition.py
 
 # Grade a folder of submitted notebooks (see book/instructors.md; it runs the students' code):
-#   make grade DIR=submissions [OUT=results.csv] [JOBS=1]
+#   make grade DIR=submissions [OUT=results.csv] [JOBS=1] [CELL_TIMEOUT=120] [TOTAL_TIMEOUT=900] [MEMORY_MB=4096]
+# It seals each submission off (root, bubblewrap: apt-get install bubblewrap) and refuses otherwise.
 grade: $(BIN)/.book-installed
-	@test -n "$(DIR)" || { echo "usage: make grade DIR=folder-of-notebooks [OUT=results.csv] [JOBS=1]"; exit 2; }
-	$(PY) scripts/grade.py "$(DIR)" --out "$(or $(OUT),results.csv)" --jobs $(or $(JOBS),1)
+	@test -n "$(DIR)" || { echo "usage: make grade DIR=folder-of-notebooks [OUT=results.csv] [JOBS=1] [CELL_TIMEOUT=s] [TOTAL_TIMEOUT=s] [MEMORY_MB=MB]"; exit 2; }
+	$(PY) scripts/grade.py "$(DIR)" --out "$(or $(OUT),results.csv)" --jobs $(or $(JOBS),1) \
+	    $(if $(CELL_TIMEOUT),--cell-timeout $(CELL_TIMEOUT)) $(if $(TOTAL_TIMEOUT),--total-timeout $(TOTAL_TIMEOUT)) \
+	    $(if $(MEMORY_MB),--memory-mb $(MEMORY_MB))
 
 test: $(BIN)/.test-installed node_modules/.installed
 	$(PY) scripts/run_tests.py

@@ -3,15 +3,19 @@
 Usage: python scripts/grade.py SUBMISSIONS_DIR [--out results.csv] [--jobs N]
        [--cell-timeout S] [--total-timeout S] [--memory-mb MB]
 
-Every ``*.ipynb`` under SUBMISSIONS_DIR (subfolders included) is one submission. Each runs
-in a clean kernel of its own (nbclient), started in an empty temporary directory by a
-worker process whose address space is limited (``resource.setrlimit(RLIMIT_AS)``, which
-the kernel inherits): every cell runs in order with a time limit per cell and one for the
-whole notebook, and a cell that raises does not stop the cells after it. Then, in the same
-kernel, every exercise of the chapter that has a self-check (book/exercises.yml) is graded:
-the check (``helpers.checks.check_*``) runs on the student's function of the name the
-exercise asks for, with the per-cell time limit. A notebook that loops, exhausts memory or
-kills its kernel gets rows saying so, and the run goes on with the next notebook.
+Every ``*.ipynb`` under SUBMISSIONS_DIR (subfolders included) is one submission. Each
+runs in a clean kernel of its own (nbclient), sealed off by scripts/grade_sandbox.py
+(bubblewrap, a user id of its own, no network, memory and pids cgroups), driven by a worker
+process: every cell runs in order with a time limit per cell and one for the whole
+notebook, and a cell that raises does not stop the cells after it. Then every exercise of
+the chapter that has a self-check (book/exercises.yml) is graded: the check
+(``helpers.checks.check_*``) runs in the worker, the grader's own process, on a stand-in
+for the student's function of the name the exercise asks for; the stand-in calls that
+function in the kernel with the check's inputs and gets its outputs back as data
+(scripts/grade_wire.py), so the verdict never depends on what the student's code says
+about itself. A notebook that loops, exhausts memory or kills its kernel gets rows saying
+so, and the run goes on with the next notebook. Without root, bubblewrap or the cgroups the
+command refuses, unless given ``--without-isolation`` (every row is then flagged).
 
 Which chapter: the notebook's metadata (the student and Colab editions record it), else a
 chapter's file name inside the submission's file name (``01_softmax``), else the chapter
@@ -21,19 +25,23 @@ Which student: the file name, without Colab's "Copy of " and " (1)", the chapter
 name and the separators around it: ``alice.ipynb``, ``alice_01_softmax.ipynb`` and
 ``01_softmax-alice.ipynb`` are alice's. A file named only like the chapter
 (``01_softmax.ipynb``, ``Copy of 01_softmax.ipynb``) is named by its folder:
-``alice/01_softmax.ipynb`` is alice's.
+``alice/01_softmax.ipynb`` is alice's. The exports of learning-management systems come
+first (LMS_NAMES): Canvas ``lastfirst_12345_67890_...``, Moodle
+``Full Name_123456_assignsubmission_file_...`` (a file or a folder), Blackboard
+``Assignment_username_attempt_2024-01-31-12-00-00_...``.
 
 The CSV has one row per submission and graded exercise (and self-check, where an exercise
-has two): student, chapter, exercise, check, function, status, message, notebook. Status
-is "passed", "failed" (message: the check's first failing case), "not attempted" (the
-function is undefined or raises NotImplementedError, as the student notebooks' starting
-cells do) or "error" (the time or memory limit stopped the check, the check could not run,
-or the kernel was gone). A submission whose notebook itself hit a limit or lost its kernel
-gets one more row, exercise "(notebook)", status "error", saying which cell and why.
+has two), grouped by student: student, chapter, exercise, check, function, status,
+message, notebook, flags. Status is "passed", "failed" (message: the check's first failing
+case), "not attempted" (the function is undefined or raises NotImplementedError, as the
+student notebooks' starting cells do) or "error" (the time or memory limit stopped the
+check, the check could not run, the kernel was gone or sent back something that is not an
+answer). A submission whose notebook itself hit a limit or lost its kernel gets one more
+row, exercise "(notebook)", status "error", saying which cell and why; a file that is not
+a notebook gets a row "(not a notebook)". Flags: a duplicate submission of a chapter,
+"unsealed", and a peak memory measured in the submission's process. Values that a
+spreadsheet would evaluate (starting with = + - @) are written with a leading '.
 Exercises without a self-check (proofs, work by hand) are graded by hand and have no row.
-
-Grading runs the students' code with your permissions: run it in a container or as a
-throwaway user (see the instructor's page, book/instructors.md).
 """
 
 from __future__ import annotations
@@ -42,8 +50,8 @@ import argparse
 import csv
 import json
 import math
+import os
 import re
-import secrets
 import signal
 import subprocess
 import sys
@@ -66,7 +74,29 @@ DEFAULT_MEMORY_MB = 4096  # address space of the kernel (a chapter's kernel uses
 PASSED, FAILED, NOT_ATTEMPTED, ERROR = "passed", "failed", "not attempted", "error"
 STATUSES = (PASSED, FAILED, NOT_ATTEMPTED, ERROR)
 NOTEBOOK_ROW = "(notebook)"
-COLUMNS = ("student", "chapter", "exercise", "check", "function", "status", "message", "notebook")
+FILE_ROW = "(not a notebook)"
+COLUMNS = (
+    "student",
+    "chapter",
+    "exercise",
+    "check",
+    "function",
+    "status",
+    "message",
+    "notebook",
+    "flags",
+)
+MAX_OUTPUT = 2_000_000  # characters of output kept per cell; a flood beyond it is dropped
+MAX_NOTEBOOK_MB = 50  # a larger file is not read
+# The flags column: what an instructor should know about a row.
+UNSEALED = "unsealed"  # graded without isolation (--without-isolation)
+DUPLICATE_FLAG = "duplicate"  # the student submitted this chapter more than once
+MEMORY_FLAG = "peak memory measured in the submission's process"
+UNSEALED_WARNING = (
+    "WARNING: these submissions were NOT sealed off (--without-isolation): their code ran "
+    "with your permissions and could read and change your files, other submissions and "
+    "this CSV. Every row is flagged 'unsealed'."
+)
 
 
 # ---------------------------------------------------------------------------
@@ -123,8 +153,35 @@ def identify_chapter(nb, path: Path, stems: list[str], titles: dict[str, str]) -
     return matches[0] if len(matches) == 1 else None
 
 
+# The file names of the exports of learning-management systems: the student's part.
+LMS_NAMES = (
+    # Canvas: lastfirst_12345_67890_original.ipynb (and lastfirst_LATE_12345_67890_...)
+    ("Canvas", re.compile(r"^(?P<name>[a-z][a-z0-9-]*?)(?:_LATE|_late)?_\d+_\d+_(?P<file>.+)$")),
+    # Moodle: Full Name_123456_assignsubmission_file_original.ipynb (a file or a folder)
+    (
+        "Moodle",
+        re.compile(r"^(?P<name>.+?)_\d+_assignsubmission_(?:file|onlinetext)_(?P<file>.*)$"),
+    ),
+    # Blackboard: Assignment_username_attempt_2024-01-31-12-00-00_original.ipynb
+    ("Blackboard", re.compile(r"^.+?_(?P<name>[^_]+)_attempt_[\d-]+(?:_(?P<file>.+))?$")),
+)
+
+
+def lms_name(path: Path, root: Path) -> str | None:
+    """The student named by an LMS export's file (or folder) name, if it is one."""
+    for part in [path.name, *(p.name for p in path.parents if p != root and root in p.parents)]:
+        for _, pattern in LMS_NAMES:
+            match = pattern.match(part)
+            if match:
+                return match.group("name")
+    return None
+
+
 def student_name(path: Path, root: Path, chapter: str | None) -> str:
     """The student a submission belongs to (see the module docstring)."""
+    from_lms = lms_name(path, root)
+    if from_lms:
+        return from_lms
     stem = re.sub(r"^Copy of ", "", path.stem)
     stem = re.sub(r"\s*\(\d+\)$", "", stem)
     if chapter:
@@ -148,38 +205,6 @@ def _cell_name(index: int, cell) -> str:
     return f"cell {index + 1} ({first.strip()!r})"
 
 
-def _grading_source(nonce: str, check: str, function: str) -> str:
-    """The code run in the student's kernel to grade one function.
-
-    helpers.checks is imported afresh (the student's code may have replaced its
-    functions), and the result is printed after a marker the student's code cannot know.
-    """
-    fn = f"_grade_{nonce}"
-    return f"""\
-def {fn}():
-    import json as _json
-    import sys as _sys
-    _saved = {{k: m for k, m in _sys.modules.items() if k == "helpers" or k.startswith("helpers.")}}
-    for _k in _saved:
-        del _sys.modules[_k]
-    try:
-        import helpers.checks as _hc
-    finally:
-        _sys.modules.update(_saved)
-    _result = _hc.run_self_check(getattr(_hc, {check!r}), globals(), {function!r})
-    _out = _result.to_dict()
-    _report = _result.report
-    _out["memory"] = _report is not None and any(
-        getattr(r, "raised", "") == "MemoryError" for r in _report.results
-    )
-    print({nonce!r} + _json.dumps(_out))
-
-
-{fn}()
-del {fn}
-"""
-
-
 def grade_notebook(
     path: Path,
     items: list[tuple[str, str, str]],
@@ -187,20 +212,30 @@ def grade_notebook(
     cell_timeout: float,
     total_timeout: float,
     memory_mb: int,
+    sealed: bool,
 ) -> dict:
     """Execute one notebook and grade its functions (in the worker, under the limits).
 
-    Returns {"events": [str, ...], "results": [{label, check, function, status, message}]}.
+    The cells run in the student's kernel (sealed in a sandbox when ``sealed``); the
+    self-checks run here, in the grader's process, on stand-ins that call the student's
+    functions in that kernel (scripts/grade_wire.py). Returns {"events": [str, ...],
+    "results": [{label, check, function, status, message, memory}]}.
     """
+    import contextlib
+
+    import grade_wire
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
+
+    from helpers.checks import run_self_check
 
     class Unresponsive(Exception):
         """The kernel did not stop when interrupted."""
 
     class Client(NotebookClient):
         timed_out: set
+        budget: dict
 
         async def _async_handle_timeout(self, timeout, cell=None):
             key = id(cell)
@@ -209,23 +244,52 @@ def grade_notebook(
             self.timed_out.add(key)
             return await super()._async_handle_timeout(timeout, cell)
 
+        def output(self, outs, msg, display_id, cell_index):
+            # A cell's outputs are kept up to MAX_OUTPUT characters (a flood is dropped).
+            content = msg.get("content", {})
+            size = len(str(content.get("text", ""))) + len(str(content.get("data", "")))
+            used = self.budget.get(cell_index, 0) + size
+            self.budget[cell_index] = used
+            if used > MAX_OUTPUT and grade_wire.MIME not in content.get("data", {}):
+                return None
+            return super().output(outs, msg, display_id, cell_index)
+
     nb = nbformat.read(path, as_version=4)
     events: list[str] = []
     results: list[dict] = []
-    nonce = secrets.token_hex(8)
     limit_text = f"the memory limit of {memory_mb} MB"
-    with tempfile.TemporaryDirectory(prefix="grade-") as cwd:
+    with contextlib.ExitStack() as stack:
+        if sealed:
+            from grade_sandbox import Isolation, Sandbox
+
+            sandbox = stack.enter_context(Sandbox(path, Isolation.detect(), memory_mb))
+            km = sandbox.kernel_manager()
+            cwd = str(sandbox.root)
+            write_request = sandbox.request_file
+        else:
+            sandbox = None
+            km = None
+            cwd = stack.enter_context(tempfile.TemporaryDirectory(prefix="grade-"))
+            requests = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grade-in-")))
+
+            def write_request(name: str, text: str) -> str:
+                (requests / name).write_text(text)
+                return str(requests / name)
+
         client = Client(
             nb,
+            km=km,
             timeout=math.ceil(cell_timeout),
             kernel_name="python3",
             allow_errors=True,
             interrupt_on_timeout=True,
             store_widget_state=False,
             record_timing=False,
+            shutdown_kernel="immediate",
             resources={"metadata": {"path": cwd}},
         )
         client.timed_out = set()
+        client.budget = {}
 
         def run(cell, index: int, timeout: float) -> str:
             """Execute one cell; return "" or what went wrong with the kernel."""
@@ -239,7 +303,9 @@ def grade_notebook(
             return ""
 
         gone = ""  # why the kernel is gone, once it is
-        with client.setup_kernel():
+        with client.setup_kernel(cleanup_kc=True):
+            if sandbox is not None:
+                sandbox.seal(client.km)
             deadline = time.monotonic() + total_timeout
             code = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
             for k, (index, cell) in enumerate(code):
@@ -271,68 +337,112 @@ def grade_notebook(
                     events.append(f"{name} was stopped by {which}")
                 elif any(o.get("ename") == "MemoryError" for o in cell.get("outputs", [])):
                     events.append(f"{name} ran out of memory (MemoryError at {limit_text})")
+                cell.outputs = []  # graded from here on: the outputs are not needed
+
+            current = {"function": ""}
+
+            def run_call(source: str, timeout: float) -> dict:
+                nonlocal gone
+                function = current["function"]
+                cell = nbformat.v4.new_code_cell(source)
+                nb.cells.append(cell)
+                index = len(nb.cells) - 1
+                try:
+                    problem = run(cell, index, timeout)
+                    if problem:
+                        why = "did not stop" if problem == "unresponsive" else "died"
+                        gone = f"the kernel {why} while {current['check']} ran {function}"
+                        return {"problem": gone}
+                    if id(cell) in client.timed_out:
+                        return {
+                            "problem": f"time limit: {function} did not return within "
+                            f"{cell_timeout:g} s"
+                        }
+                    answers = [
+                        o["data"][grade_wire.MIME]
+                        for o in cell.get("outputs", [])
+                        if o.get("output_type") == "display_data"
+                        and grade_wire.MIME in o.get("data", {})
+                    ]
+                    return {"answers": answers[:1]}
+                finally:
+                    nb.cells.pop()
+                    client.budget.pop(index, None)
+
+            remote = grade_wire.Remote(run_call, write_request)
             for label, check, function in items:
-                result = {"label": label, "check": check, "function": function}
+                result = {"label": label, "check": check, "function": function, "memory": False}
                 results.append(result)
                 if gone:
                     result.update(status=ERROR, message=f"not graded: {gone}")
                     continue
-                cell = nbformat.v4.new_code_cell(_grading_source(nonce, check, function))
-                nb.cells.append(cell)
-                problem = run(cell, len(nb.cells) - 1, cell_timeout)
-                if problem:
-                    why = "did not stop" if problem == "unresponsive" else "died"
-                    gone = f"the kernel {why} while {check} ran {function}"
-                    result.update(status=ERROR, message=gone)
-                    events.append(gone)
+                current.update(function=function, check=check)
+                remote.deadline = time.monotonic() + cell_timeout
+                remote.measured_memory = False
+                try:
+                    found = remote.probe(function, cell_timeout)
+                    if not found["defined"]:
+                        missing = f"{function} is not defined: not attempted"
+                        result.update(status=NOT_ATTEMPTED, message=missing)
+                        continue
+                    stand_in = _stand_in(remote, function, found, cell_timeout)
+                    verdict = run_self_check(check, {function: stand_in}, function)
+                except grade_wire.GradingAborted as err:
+                    if gone and str(err) == gone:
+                        events.append(gone)
+                    result.update(status=ERROR, message=str(err))
                     continue
-                result.update(_parse_grading(cell, nonce, function, cell_timeout, limit_text))
-                if id(cell) in client.timed_out:
+                result["memory"] = remote.measured_memory
+                report = verdict.report
+                if report is not None and any(r.raised == "MemoryError" for r in report.results):
                     result.update(
                         status=ERROR,
-                        message=f"time limit: {function} did not return within {cell_timeout:g} s",
+                        message=f"memory limit: {function} ran out of memory (MemoryError at "
+                        f"{limit_text}); {verdict.message}",
                     )
+                else:
+                    result.update(status=verdict.status, message=verdict.message)
     return {"events": events, "results": results}
+
+
+def _stand_in(remote, function: str, found: dict, timeout: float) -> object:
+    """What the check is given in place of the student's object named ``function``."""
+    import grade_wire
+
+    type_name = found.get("type")
+    if not isinstance(type_name, str) or not grade_wire._IDENTIFIER.fullmatch(type_name):
+        type_name = "object"
+    if found.get("callable") is not True:
+        return type(type_name, (), {"__module__": "submission"})()  # not callable: as in Colab
+    shown = found.get("name")
+    if not isinstance(shown, str) or len(shown) > 200:
+        shown = type_name
+    return grade_wire.RemoteFunction(remote, function, shown, timeout)
 
 
 def _death(client, limit_text: str) -> str:
     """How the kernel ended: its exit status, or the signal that killed it."""
     process = getattr(getattr(client.km, "provisioner", None), "process", None)
     code = process.poll() if process is not None else None
+    if code is not None and code > 128 and code - 128 in signal.Signals._value2member_map_:
+        code = -(code - 128)  # bwrap reports a signal as 128 + its number
     if code is not None and code >= 0:
         return f"exit status {code}"
     killed = f"killed by {signal.Signals(-code).name}" if code is not None else "no exit status"
     return f"{killed}; an allocation at {limit_text} can do that"
 
 
-def _parse_grading(cell, nonce: str, function: str, cell_timeout: float, limit: str) -> dict:
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            for line in output.get("text", "").splitlines():
-                if line.startswith(nonce):
-                    found = json.loads(line[len(nonce) :])
-                    if found.get("memory"):
-                        return {
-                            "status": ERROR,
-                            "message": f"memory limit: {function} ran out of memory "
-                            f"(MemoryError at {limit}); {found['message']}",
-                        }
-                    return {"status": found["status"], "message": found["message"]}
-    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-    if errors and errors[0].get("ename") == "MemoryError":
-        return {"status": ERROR, "message": f"memory limit: MemoryError at {limit}"}
-    if errors:
-        e = errors[0]
-        return {"status": ERROR, "message": f"grading raised {e.get('ename')}: {e.get('evalue')}"}
-    return {"status": ERROR, "message": "the self-check printed no result"}
-
-
 def worker_main(args: argparse.Namespace) -> int:
-    """`grade.py --worker`: limit this process (and so the kernel), grade, write JSON."""
+    """`grade.py --worker`: limit this process, grade one notebook, write JSON.
+
+    Unsealed, the kernel inherits this process's address-space limit; sealed, the kernel
+    gets its own limits in its sandbox, and this process (which holds the answers the
+    kernel sends back, and replays a measured peak) gets twice as much plus 1 GB.
+    """
     import resource
 
-    limit = args.memory_mb * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    mb = args.memory_mb * 2 + 1024 if args.sealed else args.memory_mb
+    resource.setrlimit(resource.RLIMIT_AS, (mb * 2**20, mb * 2**20))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     items = [tuple(item) for item in json.loads(args.items)]
     outcome = grade_notebook(
@@ -341,6 +451,7 @@ def worker_main(args: argparse.Namespace) -> int:
         cell_timeout=args.cell_timeout,
         total_timeout=args.total_timeout,
         memory_mb=args.memory_mb,
+        sealed=args.sealed,
     )
     Path(args.result).write_text(json.dumps(outcome))
     return 0
@@ -359,22 +470,40 @@ class Submission:
     problem: str = ""
     rows: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    notebook: bool = True
 
 
 def find_submissions(root: Path, chapters: dict[str, list[dict]]) -> list[Submission]:
+    """Every file under ``root``: notebooks to grade, and the other files (listed, not
+    graded), grouped by student."""
     import nbformat
 
     stems = list(chapters)
     titles = chapter_titles(stems)
     found = []
-    for path in sorted(root.rglob("*.ipynb")):
-        if ".ipynb_checkpoints" in path.parts:
+    for path in sorted(p for p in root.rglob("*") if p.is_file() or p.is_symlink()):
+        relative = path.relative_to(root)
+        if any(part.startswith(".") for part in relative.parts):
+            continue  # .ipynb_checkpoints, .DS_Store, ...
+        if path.suffix != ".ipynb" or path.is_symlink():
+            why = "a link, not a notebook" if path.is_symlink() else "not a notebook"
+            # In a student's folder, the folder names the student; else the file name.
+            who = lms_name(path, root) or (
+                str(relative.parent) if relative.parent.parts else student_name(path, root, None)
+            )
+            found.append(Submission(path, who, None, f"{why}: not graded"))
+            found[-1].notebook = False
+            continue
+        if path.stat().st_size > MAX_NOTEBOOK_MB * 2**20:
+            problem = f"the notebook is larger than {MAX_NOTEBOOK_MB} MB: not graded"
+            found.append(Submission(path, student_name(path, root, None), None, problem))
             continue
         try:
             nb = nbformat.read(path, as_version=4)
         except Exception as err:  # not a notebook at all
             student = student_name(path, root, None)
-            found.append(Submission(path, student, None, f"cannot read the notebook: {err}"))
+            message = _first(str(err))
+            found.append(Submission(path, student, None, f"cannot read the notebook: {message}"))
             continue
         chapter = identify_chapter(nb, path, stems, titles)
         submission = Submission(path, student_name(path, root, chapter), chapter)
@@ -384,7 +513,13 @@ def find_submissions(root: Path, chapters: dict[str, list[dict]]) -> list[Submis
                 f"e.g. alice_{stems[0]}.ipynb"
             )
         found.append(submission)
+    found.sort(key=lambda s: (s.student.lower(), s.student, s.chapter or "", str(s.path)))
     return found
+
+
+def _first(text: str, limit: int = 200) -> str:
+    line = next((x for x in text.splitlines() if x.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _kill_tree(pid: int) -> None:
@@ -404,16 +539,38 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=10)
 
 
-def grade_submission(submission: Submission, root: Path, chapters, limits) -> Submission:
+def _remove_leftover_cgroups(worker_pid: int) -> None:
+    """The cgroups of a worker that was killed before it could remove them."""
+    from grade_sandbox import Isolation
+
+    isolation = Isolation.detect()
+    for base in (isolation.memory_cgroup, isolation.pids_cgroup):
+        for cg in base.glob(f"grade-{worker_pid}-*") if base else ():
+            for pid in (cg / "cgroup.procs").read_text().split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            for _ in range(50):
+                try:
+                    cg.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def grade_submission(submission: Submission, root: Path, chapters, limits, sealed) -> Submission:
     """Grade one submission in a worker process; fill submission.rows."""
     base = {
         "student": submission.student,
         "chapter": submission.chapter or "",
         "notebook": str(submission.path.relative_to(root)),
+        "flags": "" if sealed else UNSEALED,
     }
     if submission.problem:
+        exercise = NOTEBOOK_ROW if submission.notebook else FILE_ROW
         submission.rows = [
-            {**base, "exercise": NOTEBOOK_ROW, "check": "", "function": "", "status": ERROR}
+            {**base, "exercise": exercise, "check": "", "function": "", "status": ERROR}
             | {"message": submission.problem}
         ]
         return submission
@@ -437,6 +594,7 @@ def grade_submission(submission: Submission, root: Path, chapters, limits) -> Su
             str(total_timeout),
             "--memory-mb",
             str(memory_mb),
+            *(["--sealed"] if sealed else []),
         ]
         # Enough for every cell, every check and two interrupts each, plus kernel start-up.
         backstop = total_timeout + (len(items) + 2) * 2 * cell_timeout + 60
@@ -455,6 +613,8 @@ def grade_submission(submission: Submission, root: Path, chapters, limits) -> Su
             _kill_tree(proc.pid)
             proc.communicate()
             failure = f"grading this notebook took more than {backstop:g} s and was stopped"
+        if sealed and failure:
+            _remove_leftover_cgroups(proc.pid)
         outcome = json.loads(result.read_text()) if not failure else None
     submission.seconds = time.monotonic() - start
     if outcome is None:
@@ -464,13 +624,14 @@ def grade_submission(submission: Submission, root: Path, chapters, limits) -> Su
             "events": [message],
             "results": [
                 {"label": label, "check": check, "function": function, "status": ERROR}
-                | {"message": f"not graded: {message}"}
+                | {"message": f"not graded: {message}", "memory": False}
                 for label, check, function in items
             ],
         }
     submission.rows = [
         {**base, "exercise": r["label"], "check": r["check"], "function": r["function"]}
         | {"status": r["status"], "message": r["message"]}
+        | {"flags": _join_flags(base["flags"], MEMORY_FLAG if r.get("memory") else "")}
         for r in outcome["results"]
     ]
     if outcome["events"]:
@@ -481,19 +642,53 @@ def grade_submission(submission: Submission, root: Path, chapters, limits) -> Su
     return submission
 
 
+def _join_flags(*flags: str) -> str:
+    return "; ".join(f for f in flags if f)
+
+
+def flag_duplicates(submissions: list[Submission]) -> list[list[Submission]]:
+    """Flag the rows of a student's second (third, ...) submission of a chapter; return
+    the groups of duplicates."""
+    groups: dict[tuple[str, str], list[Submission]] = {}
+    for s in submissions:
+        if s.notebook and s.chapter:
+            groups.setdefault((s.student, s.chapter), []).append(s)
+    duplicates = [g for g in groups.values() if len(g) > 1]
+    for group in duplicates:
+        for s in group:
+            others = ", ".join(str(o.path.name) for o in group if o is not s)
+            flag = f"{DUPLICATE_FLAG} (also {others})"
+            for row in s.rows:
+                row["flags"] = _join_flags(row["flags"], flag)
+    return duplicates
+
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: str) -> str:
+    """A cell value a spreadsheet shows as text: one that starts with = + - @ (or a tab,
+    a carriage return) would be evaluated as a formula, so it gets a leading '."""
+    return "'" + value if value.startswith(_FORMULA) else value
+
+
 def write_csv(rows: list[dict], out: Path) -> None:
     with out.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
-        writer.writerows(rows)
+        for row in rows:
+            writer.writerow({k: spreadsheet_safe(str(row.get(k, ""))) for k in COLUMNS})
 
 
-def summary(submissions: list[Submission]) -> str:
+def summary(submissions: list[Submission], sealed: bool, duplicates) -> str:
     """One line per submission: counts of each status, and what went wrong in the notebook."""
     head = ("student", "chapter", "passed", "failed", "not attempted", "error", "seconds")
     table = [head]
     notes = []
+    others = [s for s in submissions if not s.notebook]
     for s in submissions:
+        if not s.notebook:
+            continue
         graded = [r for r in s.rows if r["exercise"] != NOTEBOOK_ROW]
         counts = Counter(r["status"] for r in graded)
         table.append(
@@ -512,6 +707,17 @@ def summary(submissions: list[Submission]) -> str:
     ]
     if notes:
         lines += ["", "Notebooks that hit a limit or could not be graded:", *notes]
+    if duplicates:
+        lines += ["", "Students with more than one submission of a chapter (all graded, flagged):"]
+        lines += [
+            f"  {g[0].student}, {g[0].chapter}: " + ", ".join(str(s.path.name) for s in g)
+            for g in duplicates
+        ]
+    if others:
+        lines += ["", "Files that are not notebooks (not graded):"]
+        lines += [f"  {s.path.name}" for s in others]
+    if not sealed:
+        lines += ["", UNSEALED_WARNING]
     return "\n".join(lines)
 
 
@@ -522,38 +728,79 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("submissions", nargs="?", type=Path, help="folder of submitted notebooks")
     parser.add_argument("--out", type=Path, default=Path("results.csv"), help="the CSV to write")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
-    parser.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT)
-    parser.add_argument("--total-timeout", type=float, default=DEFAULT_TOTAL_TIMEOUT)
-    parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB)
+    parser.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=DEFAULT_CELL_TIMEOUT,
+        help="seconds for each cell and for each self-check",
+    )
+    parser.add_argument(
+        "--total-timeout",
+        type=float,
+        default=DEFAULT_TOTAL_TIMEOUT,
+        help="seconds for all the cells of one notebook",
+    )
+    parser.add_argument(
+        "--memory-mb",
+        type=int,
+        default=DEFAULT_MEMORY_MB,
+        help="memory of one submission (all its processes together, when sealed)",
+    )
+    parser.add_argument(
+        "--without-isolation",
+        action="store_true",
+        help="do not seal the submissions off (needed where they cannot be: not root, no "
+        "bwrap, no cgroup): their code runs with your permissions; every row is flagged, "
+        "and the summary says so",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--items", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
+    parser.add_argument("--sealed", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(args)
     if args.submissions is None or not args.submissions.is_dir():
         parser.error("SUBMISSIONS_DIR must be a folder of submitted notebooks")
+    from grade_sandbox import Isolation
+
+    isolation = Isolation.detect()
+    sealed = isolation.available and not args.without_isolation
+    if not isolation.available and not args.without_isolation:
+        print(
+            f"Cannot seal the submissions off from each other and from this machine: "
+            f"{isolation.missing}.\nRun as root on Linux with bubblewrap installed "
+            "(see the instructor's page), or pass --without-isolation to grade anyway, "
+            "with your permissions (every row is then flagged 'unsealed').",
+            file=sys.stderr,
+        )
+        return 2
     root = args.submissions.resolve()
+    out = args.out.resolve()
     chapters = load_exercises()
-    submissions = find_submissions(root, chapters)
-    if not submissions:
+    submissions = [s for s in find_submissions(root, chapters) if s.path.resolve() != out]
+    if not any(s.notebook for s in submissions):
         parser.error(f"no notebooks (*.ipynb) under {args.submissions}")
     limits = (args.cell_timeout, args.total_timeout, args.memory_mb)
     start = time.monotonic()
     print(
-        f"Grading {len(submissions)} notebooks from {args.submissions}, {args.jobs} at a time "
-        f"(limits: {args.cell_timeout:g} s per cell, {args.total_timeout:g} s per notebook, "
-        f"{args.memory_mb} MB)",
+        f"Grading {sum(s.notebook for s in submissions)} notebooks from {args.submissions}, "
+        f"{args.jobs} at a time (limits: {args.cell_timeout:g} s per cell, "
+        f"{args.total_timeout:g} s per notebook, {args.memory_mb} MB; "
+        + ("each sealed off" if sealed else "NOT sealed off: " + isolation.missing)
+        + ")",
         flush=True,
     )
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        done = pool.map(lambda s: grade_submission(s, root, chapters, limits), submissions)
+        done = pool.map(lambda s: grade_submission(s, root, chapters, limits, sealed), submissions)
         for s in done:
-            print(f"  {s.student} ({s.path.name}): graded in {s.seconds:.0f} s", flush=True)
+            if s.notebook:
+                print(f"  {s.student} ({s.path.name}): graded in {s.seconds:.0f} s", flush=True)
+    duplicates = flag_duplicates(submissions)
     rows = [row for s in submissions for row in s.rows]
     write_csv(rows, args.out)
     print()
-    print(summary(submissions))
+    print(summary(submissions, sealed, duplicates))
     print(f"\n{len(rows)} rows written to {args.out} in {time.monotonic() - start:.0f} s")
     return 0
 

@@ -28,6 +28,14 @@ STUDENT = ROOT / "editions" / "student"
 EXERCISES = grade.load_exercises()
 
 
+# Where the submissions cannot be sealed off (not root, no bubblewrap, no cgroup), these
+# tests grade without isolation, as --without-isolation allows (tests/test_grade_hostile.py
+# is then skipped, with the reason printed).
+from grade_sandbox import Isolation  # noqa: E402
+
+UNSEALED = () if Isolation.detect().available else ("--without-isolation",)
+
+
 def run_grade(folder: Path, *options: str) -> tuple[list[dict], str]:
     """Run the command on `folder`; return the CSV's rows and what it printed."""
     out = folder.parent / f"{folder.name}.csv"
@@ -39,6 +47,7 @@ def run_grade(folder: Path, *options: str) -> tuple[list[dict], str]:
             "--out",
             str(out),
             *options,
+            *UNSEALED,
         ],
         capture_output=True,
         text=True,
@@ -127,10 +136,21 @@ def chapter_one(*extra: str, **replaced: str) -> nbformat.NotebookNode:
     """A chapter-1 submission: each function in its own cell, followed by its self-check."""
     cells = [SETUP, *extra]
     checks = {f: c for _, c, f in expected_items("01_softmax")}
+    missing = sorted(set(checks) - set(RIGHT))
+    if missing:
+        pytest.fail(
+            f"book/exercises.yml grades {', '.join(missing)} in chapter 1, but tests/test_grade.py "
+            "has no right answer for it: add one to the RIGHT dict there (the function's "
+            "source, as a student would write it)"
+        )
     for function, source in RIGHT.items():
         cells.append(replaced.get(function, source))
         cells.append(f"helpers.checks.{checks[function]}({function})")
     return notebook(*cells)
+
+
+# Long enough for a sealed kernel to import helpers on a loaded machine (the first cell).
+CELL_TIMEOUT = "10"
 
 
 def grade_a_class(tmp_path: Path) -> tuple[dict[str, list[dict]], str]:
@@ -153,7 +173,7 @@ def grade_a_class(tmp_path: Path) -> tuple[dict[str, list[dict]], str]:
     rows, printed = run_grade(
         folder,
         "--cell-timeout",
-        "5",
+        CELL_TIMEOUT,
         "--memory-mb",
         "2048",
         "--jobs",
@@ -202,11 +222,17 @@ def check_exactly_the_wrong_answer_and_the_infinite_loop_are_reported(class_resu
     assert wrong["my_softmax"]["status"] == "failed"
     assert wrong["my_softmax"]["message"].startswith("large logits: the output contains nan")
     assert wrong["my_entropy"]["status"] == "error"
-    assert wrong["my_entropy"]["message"] == "time limit: my_entropy did not return within 5 s"
+    assert (
+        wrong["my_entropy"]["message"]
+        == f"time limit: my_entropy did not return within {CELL_TIMEOUT} s"
+    )
+    if not UNSEALED:  # sealed, helpers.checks is a stub in the kernel: the cell raises
+        assert not notebook_rows(rows)
+        return
     # The notebook's own check cell looped too: the (notebook) row names that cell.
     (note,) = notebook_rows(rows)
     assert note["status"] == "error"
-    assert "was stopped by the time limit of 5 s per cell" in note["message"]
+    assert f"was stopped by the time limit of {CELL_TIMEOUT} s per cell" in note["message"]
     assert "('helpers.checks.check_entropy(my_entropy)')" in note["message"]
 
 
@@ -274,6 +300,12 @@ def test_a_class_of_right_wrong_looping_hogging_and_crashing_notebooks(tmp_path)
         ("alice/01_softmax.ipynb", "alice"),
         ("alice/Copy of 01_softmax (1).ipynb", "alice"),
         ("01_softmax.ipynb", "01_softmax"),
+        # Exports of learning-management systems (scripts/grade.py, LMS_NAMES)
+        ("lastfirst_12345_67890_01_softmax.ipynb", "lastfirst"),
+        ("lastfirst_LATE_12345_67890_01_softmax.ipynb", "lastfirst"),
+        ("Jane Doe_123456_assignsubmission_file_01_softmax.ipynb", "Jane Doe"),
+        ("Jane Doe_123456_assignsubmission_file_/01_softmax.ipynb", "Jane Doe"),
+        ("Softmax_jdoe_attempt_2024-01-31-12-00-00_01_softmax.ipynb", "jdoe"),
     ],
 )
 def test_the_student_is_named_by_the_file(tmp_path, relative, student):
@@ -361,3 +393,45 @@ def test_the_exercise_list_names_what_the_student_notebooks_check():
 def test_the_list_is_the_one_the_grader_reads():
     data = yaml.safe_load((ROOT / "book" / "exercises.yml").read_text())
     assert list(EXERCISES) == [c["notebook"] for c in data["chapters"]]
+
+
+def test_two_submissions_of_a_chapter_are_flagged_and_other_files_listed(tmp_path):
+    for name in (
+        "alice_01_softmax.ipynb",
+        "alice/Copy of 01_softmax.ipynb",
+        "bob_01_softmax.ipynb",
+    ):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        nbformat.write(notebook(SETUP), tmp_path / name)
+    (tmp_path / "alice" / "notes.pdf").write_bytes(b"%PDF")
+    found = grade.find_submissions(tmp_path, EXERCISES)
+    assert [s.student for s in found] == ["alice", "alice", "alice", "bob"]  # grouped
+    assert sorted((s.path.name, s.notebook) for s in found) == [
+        ("Copy of 01_softmax.ipynb", True),
+        ("alice_01_softmax.ipynb", True),
+        ("bob_01_softmax.ipynb", True),
+        ("notes.pdf", False),
+    ]
+    for s in found:
+        s.rows = [{"flags": "", "exercise": grade.NOTEBOOK_ROW, "message": "", "status": ""}]
+    groups = grade.flag_duplicates(found)
+    assert [[s.path.name for s in g] for g in groups] == [
+        ["Copy of 01_softmax.ipynb", "alice_01_softmax.ipynb"]
+    ]
+    flags = {s.path.name: s.rows[0]["flags"] for s in found}
+    assert flags["alice_01_softmax.ipynb"] == "duplicate (also Copy of 01_softmax.ipynb)"
+    assert flags["bob_01_softmax.ipynb"] == flags["notes.pdf"] == ""
+    text = grade.summary(found, True, groups)
+    assert "more than one submission" in text and "notes.pdf" in text
+
+
+def test_without_isolation_the_command_refuses_and_says_why(tmp_path, monkeypatch, capsys):
+    import grade_sandbox
+
+    missing = grade_sandbox.Isolation("bwrap is not installed (Debian package bubblewrap)")
+    monkeypatch.setattr(grade_sandbox.Isolation, "detect", staticmethod(lambda: missing))
+    nbformat.write(notebook(SETUP), tmp_path / "alice_01_softmax.ipynb")
+    assert grade.main([str(tmp_path), "--out", str(tmp_path / "out.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "bwrap is not installed" in err and "--without-isolation" in err
+    assert not (tmp_path / "out.csv").exists()

@@ -1,0 +1,397 @@
+"""The sealed kernel of one submission (scripts/grade.py; see book/instructors.md).
+
+Each submission's kernel runs under bubblewrap as a numeric user id of its own (no
+account, no home), with new pid, network, IPC and UTS namespaces, in an empty
+size-limited tmpfs with its notebook copied in. It sees read-only: the system (/usr,
+/etc), the Python it runs on and the project's virtual environment, and the package
+``helpers`` with ``helpers/checks`` replaced by a stub (the checks hold reference
+answers; the grader runs them in its own process). It does not see the repository, the
+submissions, the solutions or the grader's files. Its processes share one memory cgroup
+(cgroup v1 ``memory``) and one ``pids`` cgroup, so the memory limit covers all of them
+together and a fork bomb stops at the limit; the kernel is pid 1 of its pid namespace,
+so when it ends (or is killed) every process it started is killed by the kernel,
+however it detached. Its ZeroMQ sockets are Unix sockets in a directory that is handed
+to root as soon as the kernel is up, so that the submission cannot replace them.
+
+``Isolation.detect()`` says whether this machine can do all that (root, bwrap, setpriv,
+the two cgroup controllers); the grader refuses to run without it unless asked to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Sandbox users: UID_BASE + a random offset below UID_RANGE, never one in /etc/passwd. The
+# tests give a run a range of its own (GRADE_UID_BASE) to tell its processes from others'.
+UID_BASE = int(os.environ.get("GRADE_UID_BASE", "3100000"))
+UID_RANGE = 1_000_000
+MAX_PROCESSES = 256  # processes and threads of one submission together
+WORK = "/tmp/submission"  # the kernel's working directory inside the sandbox
+# What the submission may write: its tmpfs (also charged to its memory cgroup).
+TMPFS_MB = 512
+STUB = '''"""Not available while grading: the grader runs the self-checks in its own process."""
+
+
+def __getattr__(name):
+    raise AttributeError(
+        f"helpers.checks.{name} is not available while grading: the grader runs the "
+        "self-checks itself, outside this notebook"
+    )
+'''
+LAUNCHER = """\
+import json, os, resource, sys
+cfg = json.loads(sys.argv[1])
+for procs in cfg["cgroups"]:
+    with open(procs, "w") as f:
+        f.write(str(os.getpid()))
+for name, value in cfg["rlimits"].items():
+    resource.setrlimit(getattr(resource, name), (value, value))
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What this machine offers; ``missing`` is "" when a submission can be sealed."""
+
+    missing: str
+    memory_cgroup: Path | None = None
+    pids_cgroup: Path | None = None
+
+    @property
+    def available(self) -> bool:
+        return not self.missing
+
+    @staticmethod
+    def detect() -> Isolation:
+        problems = []
+        if os.geteuid() != 0:
+            problems.append("the grader is not running as root (it needs to switch user ids)")
+        for tool in ("bwrap", "setpriv"):
+            if shutil.which(tool) is None:
+                package = "bubblewrap" if tool == "bwrap" else "util-linux"
+                problems.append(f"{tool} is not installed (Debian package {package})")
+        memory = _own_cgroup("memory")
+        pids = _own_cgroup("pids")
+        if memory is None:
+            problems.append("no writable cgroup v1 memory controller at /sys/fs/cgroup/memory")
+        if pids is None:
+            problems.append("no writable cgroup v1 pids controller at /sys/fs/cgroup/pids")
+        return Isolation("; ".join(problems), memory, pids)
+
+
+def _own_cgroup(controller: str) -> Path | None:
+    """This process's cgroup of a v1 controller, if we can create children in it."""
+    mount = CGROUP_ROOT / controller
+    if not (mount / "cgroup.procs").exists():
+        return None
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controller in controllers.split(","):
+                own = mount / path.lstrip("/")
+                break
+        else:
+            return None
+        probe = own / f"grade-probe-{secrets.token_hex(4)}"
+        probe.mkdir()
+        probe.rmdir()
+        return own
+    except OSError:
+        return None
+
+
+def _free_uid() -> int:
+    """A user id with no account and no process."""
+    for _ in range(100):
+        uid = UID_BASE + secrets.randbelow(UID_RANGE)
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        if not _processes_of(uid):
+            return uid
+    raise RuntimeError("no free user id for the sandbox")
+
+
+def _processes_of(uid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+class Sandbox:
+    """The sealed place of one submission's kernel (a context manager)."""
+
+    def __init__(self, notebook: Path, isolation: Isolation, memory_mb: int) -> None:
+        self.notebook = notebook
+        self.isolation = isolation
+        self.memory_mb = memory_mb
+        self.uid = _free_uid()
+        self.kernel_pid: int | None = None
+        self.launcher_pid: int | None = None
+        self.cgroups: list[Path] = []
+
+    # -- set-up ----------------------------------------------------------------------
+
+    def __enter__(self) -> Sandbox:
+        self.root = Path(tempfile.mkdtemp(prefix="grade-sandbox-"))
+        os.chmod(self.root, 0o755)
+        self.sockets = self.root / "sock"  # the kernel's Unix sockets and connection file
+        self.requests = self.root / "in"  # what the grader sends to the kernel (read-only)
+        self.stub = self.root / "stub"
+        for d in (self.sockets, self.requests, self.stub):
+            d.mkdir(mode=0o755)
+        os.chown(self.sockets, self.uid, self.uid)
+        os.chmod(self.sockets, 0o700)
+        (self.stub / "__init__.py").write_text(STUB)
+        self.copy = self.root / "notebook" / "submission.ipynb"
+        self.copy.parent.mkdir(mode=0o755)
+        shutil.copyfile(self.notebook, self.copy)
+        os.chmod(self.copy, 0o644)
+        tag = f"grade-{os.getpid()}-{secrets.token_hex(4)}"
+        memory = self.isolation.memory_cgroup / tag
+        pids = self.isolation.pids_cgroup / tag
+        for cg in (memory, pids):
+            cg.mkdir()
+            self.cgroups.append(cg)
+        limit = str(self.memory_mb * 2**20)
+        (memory / "memory.limit_in_bytes").write_text(limit)
+        memsw = memory / "memory.memsw.limit_in_bytes"
+        if memsw.exists():  # swap accounting: the limit covers swap too
+            memsw.write_text(limit)
+        (pids / "pids.max").write_text(str(MAX_PROCESSES))
+        return self
+
+    def command(self, kernel_cmd: list[str]) -> list[str]:
+        """The kernel's command line, sealed: launcher (cgroups, rlimits), bwrap, setpriv."""
+        os.chown(self.connection_file, self.uid, self.uid)
+        config = {
+            "cgroups": [str(cg / "cgroup.procs") for cg in self.cgroups],
+            "rlimits": {
+                "RLIMIT_AS": self.memory_mb * 2**20,
+                "RLIMIT_NPROC": MAX_PROCESSES,
+                "RLIMIT_FSIZE": TMPFS_MB * 2**20,
+                "RLIMIT_CORE": 0,
+            },
+        }
+        venv = Path(sys.prefix)
+        base = Path(sys.base_prefix).resolve()
+        import helpers
+
+        package = Path(helpers.__file__).resolve().parent
+        bwrap = [
+            shutil.which("bwrap") or "bwrap",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--hostname",
+            "grading",
+            "--die-with-parent",
+            "--new-session",
+            "--as-pid-1",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+        ]
+        for top in ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            path = Path("/") / top
+            if path.is_symlink():
+                bwrap += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                bwrap += ["--ro-bind", str(path), str(path)]
+        bwrap += ["--proc", "/proc", "--dev", "/dev"]
+        bwrap += ["--size", str(TMPFS_MB * 2**20), "--perms", "1777", "--tmpfs", "/tmp"]
+        bwrap += ["--perms", "0777", "--dir", WORK]
+        made: set[Path] = {Path("/"), Path("/tmp")}
+        for source in (base, venv, package):
+            if source.parts[1:2] in (("usr",), ("etc",)):
+                continue  # bound above
+            bwrap += [*_parents(source, made), "--ro-bind", str(source), str(source)]
+        checks = package / "checks"
+        bwrap += ["--tmpfs", str(checks)]
+        bwrap += ["--ro-bind", str(self.stub / "__init__.py"), str(checks / "__init__.py")]
+        bwrap += ["--remount-ro", str(checks)]
+        for source, writable in ((self.sockets, True), (self.requests, False)):
+            bwrap += _parents(source, made)
+            bwrap += ["--bind" if writable else "--ro-bind", str(source), str(source)]
+        bwrap += ["--ro-bind", str(self.copy), f"{WORK}/{self.notebook.name}"]
+        env = {
+            "HOME": WORK,
+            "TMPDIR": "/tmp",
+            "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "MPLCONFIGDIR": f"{WORK}/.matplotlib",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        }
+        bwrap += ["--chdir", WORK, "--clearenv"]
+        for key, value in env.items():
+            bwrap += ["--setenv", key, value]
+        setpriv = [
+            shutil.which("setpriv") or "setpriv",
+            f"--reuid={self.uid}",
+            f"--regid={self.uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+        return [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            LAUNCHER,
+            json.dumps(config),
+            *bwrap,
+            "--",
+            *setpriv,
+            *kernel_cmd,
+        ]
+
+    def kernel_manager(self):
+        """A jupyter_client kernel manager whose kernel runs in this sandbox (ipc transport)."""
+        from jupyter_client.manager import AsyncKernelManager
+
+        sandbox = self
+
+        class SealedKernelManager(AsyncKernelManager):
+            def format_kernel_cmd(self, extra_arguments=None):
+                return sandbox.command(super().format_kernel_cmd(extra_arguments))
+
+            async def _async_signal_kernel(self, signum):
+                sandbox.signal(signum)
+
+            async def _async_post_start_kernel(self, **kw):
+                # Connect once the kernel has bound its five sockets: connecting earlier
+                # makes the client wait seconds for ZeroMQ to retry.
+                import asyncio
+
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and self.provisioner.process.poll() is None:
+                    names = {p.name for p in sandbox.sockets.iterdir() if p.is_socket()}
+                    if len(names) >= 5:
+                        break
+                    await asyncio.sleep(0.02)
+                await super()._async_post_start_kernel(**kw)
+
+        self.connection_file = str(self.sockets / "kernel.json")
+        return SealedKernelManager(
+            kernel_name="python3",
+            transport="ipc",
+            ip=str(self.sockets / "k"),
+            connection_file=self.connection_file,
+        )
+
+    def seal(self, km) -> None:
+        """Once the kernel is up, before any of the submission's code runs: hand the socket
+        directory to root (the submission can no longer replace a socket) and note the
+        kernel's process id (pid 1 of the sandbox's namespace)."""
+        os.chown(self.sockets, 0, 0)
+        os.chmod(self.sockets, 0o755)
+        process = getattr(km.provisioner, "process", None)
+        self.launcher_pid = process.pid if process is not None else None
+        if self.launcher_pid is not None:
+            import psutil
+
+            children = psutil.Process(self.launcher_pid).children()
+            self.kernel_pid = children[0].pid if children else None
+
+    def signal(self, signum: int) -> None:
+        for pid in (self.kernel_pid,):
+            if pid is not None:
+                try:
+                    os.kill(pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def request_file(self, name: str, text: str) -> str:
+        """Write a request for the kernel (readable, not writable, by it); return its path."""
+        path = self.requests / name
+        path.write_text(text)
+        os.chmod(path, 0o644)
+        return str(path)
+
+    # -- tear-down -------------------------------------------------------------------
+
+    def kill_all(self) -> list[int]:
+        """Kill every process of the sandbox; return the ids of those that were alive."""
+        killed: list[int] = []
+        for pid in (self.kernel_pid, self.launcher_pid):
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        while True:
+            alive = set(_cgroup_pids(self.cgroups)) | set(_processes_of(self.uid))
+            if not alive:
+                return killed
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"processes of the sandbox survived SIGKILL: {sorted(alive)}")
+            for pid in alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.kill_all()
+        finally:
+            for cg in self.cgroups:
+                for _ in range(50):
+                    try:
+                        cg.rmdir()
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _cgroup_pids(cgroups: list[Path]) -> list[int]:
+    pids: list[int] = []
+    for cg in cgroups:
+        try:
+            pids += [int(p) for p in (cg / "cgroup.procs").read_text().split()]
+        except OSError:
+            pass
+    return pids
+
+
+def _parents(path: Path, made: set[Path]) -> list[str]:
+    """bwrap arguments creating the parents of ``path`` (mode 0755) that are not made yet."""
+    args: list[str] = []
+    for parent in reversed(path.parents):
+        if parent not in made:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
