@@ -32,7 +32,8 @@ import pytest
 from helpers.widgets import RUN_HINT
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.browser
+# One JupyterLab server for both tests: they run in the same xdist worker.
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("jupyterlab")]
 
 SHOTS = ROOT / "_build" / "screenshots" / "jupyterlab"
 
@@ -70,7 +71,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per xdist worker, whatever runs between
 def lab(tmp_path_factory):
     """A JupyterLab server (no token, loopback only) on a directory with the notebook."""
     sys.path.insert(0, str(ROOT / "scripts"))

@@ -1,0 +1,66 @@
+"""Fixtures of the browser tests: the built sites served, and each page loaded once.
+
+`loaded(edition, doc, scheme)` returns the `LoadedPage` of tests/site/pages.py, loading
+the page the first time it is asked for and keeping it for the session, so the raw-TeX,
+console, image, alt-text, link, theme and axe-core checks of a page share one load.
+
+`make browser` spreads the tests over both cores (pytest-xdist, each worker its own
+Chromium, `--dist loadgroup`): every test of one page carries the group of that page,
+so all its checks run in the worker that loaded it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import serve_directory
+from tests.site.pages import HTML, PUBLISHED, STUDENT, LoadedPage, load
+
+
+@pytest.fixture(scope="session")
+def book_site():
+    """The base URL of the book (_build/html)."""
+    if not (HTML / "index.html").exists():
+        pytest.fail("no built site in _build/html: run `make book` first")
+    with serve_directory(HTML) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def student_site():
+    """The base URL of the student edition, served within the whole published site."""
+    if not (STUDENT / "index.html").exists():
+        pytest.fail("no published site in _build/pages: run `make pages` (make test does)")
+    with serve_directory(PUBLISHED) as url:
+        yield f"{url}/student"
+
+
+@pytest.fixture(scope="session")
+def loaded(request, browser):
+    """loaded(edition, doc, scheme) -> LoadedPage, each loaded once per session."""
+    cache: dict[tuple[str, str, str], LoadedPage | BaseException] = {}
+
+    def get(edition: str, doc: str, scheme: str = "light") -> LoadedPage:
+        key = (edition, doc, scheme)
+        if key not in cache:
+            site = request.getfixturevalue(f"{edition}_site")
+            try:
+                cache[key] = load(browser, site, edition, doc, scheme)
+            except Exception as exc:  # every check of this page fails with the same error
+                cache[key] = exc
+        if isinstance(cache[key], BaseException):
+            raise cache[key]
+        return cache[key]
+
+    return get
+
+
+def pytest_collection_modifyitems(config, items):
+    """One xdist group per page: the checks of a page run where the page was loaded."""
+    here = str(config.rootpath / "tests" / "site")
+    for item in items:
+        if not str(item.path).startswith(here):
+            continue
+        params = getattr(item, "callspec", None)
+        if params is not None and "doc" in params.params:
+            item.add_marker(pytest.mark.xdist_group(params.params["doc"]))
