@@ -78,7 +78,19 @@ def workflows() -> bool:
 def unit() -> bool:
     """helpers (doctests included) and tests/, but the site and Colab tests. The few tests
     that need Chromium make sure it is there themselves (tests/conftest.py)."""
-    return sh(*PYTEST, "-n", "2", "helpers", "tests", "--ignore=tests/site", "--ignore=tests/colab")
+    # worksteal: the few long tests (test_grade runs every chapter in its sandbox) do not
+    # leave one core idle at the end.
+    return sh(
+        *PYTEST,
+        "-n",
+        "2",
+        "--dist",
+        "worksteal",
+        "helpers",
+        "tests",
+        "--ignore=tests/site",
+        "--ignore=tests/colab",
+    )
 
 
 CHECKS = [
@@ -134,7 +146,7 @@ def browser() -> bool:
 
 def colab() -> bool:
     """Colab's environment is built once per requirements (tests/colab/test_colab_path.py
-    keeps it in _build/colab-env); the notebooks run two at a time."""
+    keeps it in ~/.cache/attention-book/colab-env); the notebooks run two at a time."""
     return sh(*PYTEST, "tests/colab", "-o", "addopts=", "-n", "2")
 
 
