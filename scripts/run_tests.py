@@ -135,13 +135,13 @@ def html() -> bool:
 
 
 def browser() -> bool:
-    """Each page of both editions loaded once per theme (tests/site/pages.py); the
-    checks of a page run in the worker that loaded it (--dist loadgroup)."""
+    """Each page of both editions loaded once per theme (tests/site/pages.py); the tests
+    are spread over both cores by file, so a page's checks run where it was loaded."""
     sys.path.insert(0, str(ROOT))
     from tests.conftest import ensure_chromium
 
     ensure_chromium()  # once, before the workers start
-    return sh(*PYTEST, "tests/site", "-o", "addopts=", "-n", "2", "--dist", "loadgroup")
+    return sh(*PYTEST, "tests/site", "-o", "addopts=", "-n", "2", "--dist", "loadfile")
 
 
 def colab() -> bool:

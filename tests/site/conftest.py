@@ -5,8 +5,9 @@ the page the first time it is asked for and keeping it for the session, so the r
 console, image, alt-text, link, theme and axe-core checks of a page share one load.
 
 `make browser` spreads the tests over both cores (pytest-xdist, each worker its own
-Chromium, `--dist loadgroup`): every test of one page carries the group of that page,
-so all its checks run in the worker that loaded it.
+Chromium) by file (`--dist loadfile`): every test of test_site.py (the book) runs in one
+worker and every test of test_student_site.py (the student edition) in one worker, so
+each page of each edition is loaded once.
 """
 
 from __future__ import annotations
@@ -53,14 +54,3 @@ def loaded(request, browser):
         return cache[key]
 
     return get
-
-
-def pytest_collection_modifyitems(config, items):
-    """One xdist group per page: the checks of a page run where the page was loaded."""
-    here = str(config.rootpath / "tests" / "site")
-    for item in items:
-        if not str(item.path).startswith(here):
-            continue
-        params = getattr(item, "callspec", None)
-        if params is not None and "doc" in params.params:
-            item.add_marker(pytest.mark.xdist_group(params.params["doc"]))

@@ -122,7 +122,7 @@ window.MathJax = {
 """
 
 
-@pytest.fixture(scope="session")  # once per xdist worker, whatever runs between
+@pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     """The edition notebooks as nbconvert HTML pages, served from 127.0.0.1."""
     from nbconvert import HTMLExporter
@@ -148,7 +148,6 @@ RAW_MARKUP = re.compile(
 RAW_TEX = re.compile(r"\\(frac|mathbf|sum|operatorname|begin|left|right|tau|sqrt)\b|\$\$")
 
 
-@pytest.mark.xdist_group("rendered")  # one worker converts and serves the notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_rendered_like_jupyter_it_shows_typeset_maths_and_no_markup(browser, rendered, path):
     context = browser.new_context(viewport={"width": 1100, "height": 900})

@@ -32,8 +32,7 @@ import pytest
 from helpers.widgets import RUN_HINT
 from tests.conftest import ROOT
 
-# One JupyterLab server for both tests: they run in the same xdist worker.
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("jupyterlab")]
+pytestmark = pytest.mark.browser
 
 SHOTS = ROOT / "_build" / "screenshots" / "jupyterlab"
 
@@ -71,7 +70,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")  # once per xdist worker, whatever runs between
+@pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server (no token, loopback only) on a directory with the notebook."""
     sys.path.insert(0, str(ROOT / "scripts"))
