@@ -12,7 +12,7 @@ PY     := $(BIN)/python
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py scripts/grade.py
 
-.PHONY: book student pages grade test lint unit nbval html browser colab workflows linkcheck execute edition clean
+.PHONY: book student pages grade test lint unit checks nbval html browser colab workflows linkcheck execute edition clean
 
 book: $(BIN)/.book-installed node_modules/.installed _build/html/.built
 	@echo
@@ -25,8 +25,14 @@ $(BIN)/.book-installed: requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt -e .
 	touch $@
 
-$(BIN)/.test-installed: $(BIN)/.book-installed requirements-test.txt
+$(BIN)/.test-installed: $(BIN)/.book-installed requirements-test.txt requirements-lint.txt
 	$(PY) -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+# What ruff, codespell and zizmor need, and nothing else (no book, no PyTorch).
+$(BIN)/.lint-installed: requirements-lint.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements-lint.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -67,10 +73,32 @@ grade: $(BIN)/.book-installed
 	    $(if $(CELL_TIMEOUT),--cell-timeout $(CELL_TIMEOUT)) $(if $(TOTAL_TIMEOUT),--total-timeout $(TOTAL_TIMEOUT)) \
 	    $(if $(MEMORY_MB),--memory-mb $(MEMORY_MB))
 
+# Every test and check (the one command that runs everything), then the targets sized to a
+# change: each is one step of `make test` (or, for checks, part of its unit step).
+#   make lint        ruff check, ruff format --check, codespell (light install: no PyTorch)
+#   make workflows   actionlint and zizmor on .github/workflows
+#   make unit        helpers' doctests and tests/ (not the site or Colab tests), both cores
+#   make checks      the self-checks, book/exercises.yml and the editions' staleness tests
+#   make nbval       strict nbval on every chapter, or on one: make nbval NB=notebooks/01_softmax.ipynb
+#   make html        both editions built, and the site as published (_build/pages)
+#   make browser     the built site in headless Chromium (run make html first)
+#   make colab       every chapter's Colab and student notebooks on Colab's versions
 test: $(BIN)/.test-installed node_modules/.installed
 	$(PY) scripts/run_tests.py
 
-lint unit nbval html browser colab workflows: $(BIN)/.test-installed node_modules/.installed
+lint: $(BIN)/.lint-installed
+	$(PY) scripts/run_tests.py lint
+
+workflows: $(BIN)/.lint-installed node_modules/.installed
+	$(PY) scripts/run_tests.py workflows
+
+unit checks colab: $(BIN)/.test-installed
+	$(PY) scripts/run_tests.py $@
+
+nbval: $(BIN)/.test-installed
+	$(PY) scripts/run_tests.py nbval $(NB)
+
+html browser: $(BIN)/.test-installed node_modules/.installed
 	$(PY) scripts/run_tests.py $@
 
 linkcheck: $(BIN)/.book-installed

@@ -1,17 +1,21 @@
 """Fixtures shared by the tests: a local HTTP server and headless Chromium.
 
 Browser tests drive Debian's Chromium through Python playwright (never a browser that
-playwright downloads). `make test` installs Chromium when it is missing; a test that
-needs it fails, never skips, when it is not there.
+playwright downloads). The `browser` fixture installs Debian's Chromium when it is
+missing (so only the tests that need a browser wait for it); a test that needs it fails,
+never skips, when it cannot be had. One browser per session (per pytest-xdist worker).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import http.server
 import os
 import shutil
+import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +32,30 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
+
+
+def ensure_chromium() -> None:
+    """Install Debian's Chromium when no Chromium is on PATH (as root, or with sudo).
+
+    Under a lock, so that two pytest-xdist workers never run apt-get at once."""
+    names = ("chromium", "chromium-browser", "google-chrome")
+    if os.environ.get("CHROMIUM") or any(shutil.which(n) for n in names):
+        return
+    lock = Path(tempfile.gettempdir()) / "attention-book-chromium.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if any(shutil.which(n) for n in names):
+            return
+        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        print("Chromium is missing: installing Debian's chromium package", flush=True)
+        subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        packages = ["chromium", "fonts-liberation", "fonts-dejavu-core"]
+        subprocess.run(
+            [*sudo, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+            check=True,
+            env=env,
+        )
 
 
 def chromium_executable() -> str:
@@ -63,6 +91,7 @@ def serve_directory(directory: Path) -> Iterator[str]:
 def browser():
     from playwright.sync_api import sync_playwright
 
+    ensure_chromium()
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=chromium_executable(), headless=True, args=CHROMIUM_ARGS

@@ -1,7 +1,8 @@
 """The Colab path: every chapter runs, unchanged, on Colab's software.
 
-A fresh Python 3.13 virtual environment gets exactly the versions of Colab's runtime
-(its published pip freeze, August 2026) for the packages the book uses. The helpers
+A Python 3.13 virtual environment gets exactly the versions of Colab's runtime (its
+published pip freeze, August 2026) for the packages the book uses (built once per set of
+versions, and kept in ~/.cache/attention-book/colab-env). The helpers
 package is installed from a clean clone of this repository's HEAD the way each chapter's
 install cell does it (`pip install "attention-book-helpers @ git+URL@REF"`, here with the
 local clone's URL and HEAD's commit), and every chapter's Colab edition at HEAD (the
@@ -17,7 +18,9 @@ edition every reference solution passes; on the student notebook every starting 
 
 from __future__ import annotations
 
+import fcntl
 import glob
+import hashlib
 import json
 import os
 import re
@@ -29,7 +32,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.notebook_bootstrap import ROOT, bootstrap_source, install_spec
+from tests.notebook_bootstrap import DISTRIBUTION, ROOT, bootstrap_source, install_spec
 
 pytestmark = pytest.mark.slow
 
@@ -77,19 +80,54 @@ def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
-@pytest.fixture(scope="module")
-def colab_env(tmp_path_factory) -> Path:
-    venv = tmp_path_factory.mktemp("colab") / "venv"
-    run(python313(), "-m", "venv", str(venv))
+# Colab's environment is built once per requirements and kept outside the repository (a
+# package inside it would look like the work tree's), in ~/.cache/attention-book/colab-env/
+# (or $XDG_CACHE_HOME's), one folder per clone and, in it, one per HASH of the
+# interpreter's version, the pins and the runner: an unchanged environment is not
+# reinstalled. The helpers package is reinstalled in it from HEAD's commit whenever HEAD
+# moves. A lock makes the pytest-xdist workers share one build.
+CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    / "attention-book"
+    / "colab-env"
+    / hashlib.sha256(str(ROOT).encode()).hexdigest()[:16]
+)
+
+
+def requirements_hash(python: str) -> str:
+    version = run(python, "-c", "import sys; print(sys.version)").stdout
+    key = json.dumps([version, COLAB_PINS, RUNNER], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def colab_env() -> Path:
+    python = python313()
+    home = CACHE / requirements_hash(python)
+    venv = home / "venv"
     py = venv / "bin" / "python"
+    constraints = home / "colab-constraints.txt"
     pins = [f"{name}=={version}" for name, version in COLAB_PINS.items()]
-    constraints = venv / "colab-constraints.txt"
-    constraints.write_text("\n".join(pins) + "\n")
-    run(str(py), "-m", "pip", "install", "--quiet", *pins, *RUNNER, "-c", str(constraints))
     head = run("git", "-C", str(ROOT), "rev-parse", "HEAD").stdout.strip()
-    # The install cell's own requirement, pointed at this clone and HEAD's commit.
-    spec = install_spec(url=f"file://{ROOT}", ref=head)
-    run(str(py), "-m", "pip", "install", "--quiet", spec, "-c", str(constraints))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (home / "built").exists():
+            for old in CACHE.iterdir():  # an environment for other requirements
+                if old.is_dir():
+                    shutil.rmtree(old)
+            home.mkdir()
+            run(python, "-m", "venv", str(venv))
+            constraints.write_text("\n".join(pins) + "\n")
+            run(str(py), "-m", "pip", "install", "--quiet", *pins, *RUNNER, "-c", str(constraints))
+            (home / "built").touch()
+        if (home / "helpers-commit").exists() and (home / "helpers-commit").read_text() == head:
+            return py
+        # The install cell's own requirement, pointed at this clone and HEAD's commit.
+        run(str(py), "-m", "pip", "uninstall", "--quiet", "--yes", DISTRIBUTION)
+        spec = install_spec(url=f"file://{ROOT}", ref=head)
+        run(str(py), "-m", "pip", "install", "--quiet", spec, "-c", str(constraints))
+        (home / "helpers-commit").write_text(head)
     return py
 
 

@@ -2,10 +2,11 @@
 
 `make test` (its html step: scripts/book.py --pages) puts the two built editions together
 in _build/pages exactly as the Pages workflow uploads them. Every page of the student
-edition is opened from there in headless Chromium, as test_site.py opens the book's: no
+edition is loaded from there in headless Chromium, once in light and once in dark mode,
+by tests/site/pages.py (as the book's pages are for test_site.py), and checked: no
 console error, no failed or outside request, every formula typeset and no raw TeX
 anywhere a reader can see text, images loaded with alternative text, no serious or
-critical axe-core violation in light and dark mode. Each chapter's Colab and Binder
+critical axe-core violation in either theme, dark mode working. Each chapter's Colab and Binder
 buttons open its student notebook (editions/student/), and every link of a student
 notebook to the online book names a page and an anchor of the student edition.
 """
@@ -17,38 +18,24 @@ from urllib.parse import urlparse
 import nbformat
 import pytest
 
-from tests.conftest import ROOT, serve_directory
-from tests.site.test_colab_edition_site import LINK, Ids
-from tests.site.test_site import (
-    AXE,
+from tests.site.pages import (
     CHAPTERS,
     CONFIG,
-    FILE_NAME_ALT,
     PAGES,
-    TEXT_JS,
+    PUBLISHED,
+    ROOT,
+    SCHEMES,
+    STUDENT,
     describe_violations,
-    open_page,
+    images_without_alt,
     raw_tex,
-    run_axe,
-    wait_for_mathjax,
 )
+from tests.site.test_colab_edition_site import LINK, Ids
 
 pytestmark = pytest.mark.browser
 
-SITE = ROOT / "_build" / "pages"
-STUDENT = SITE / "student"
-SHOTS = ROOT / "_build" / "screenshots" / "student"
+SITE = PUBLISHED
 NOTEBOOKS = sorted((ROOT / "editions" / "student").glob("[0-9][0-9]_*.ipynb"))
-
-
-@pytest.fixture(scope="module")
-def site():
-    """The base URL of the student edition, served within the whole published site."""
-    if not (STUDENT / "index.html").exists():
-        pytest.fail("no published site in _build/pages: run `make pages` (make test does)")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with serve_directory(SITE) as url:
-        yield f"{url}/student"
 
 
 def test_the_published_site_has_the_book_and_the_student_edition_beside_it():
@@ -68,68 +55,49 @@ def test_the_published_site_has_the_book_and_the_student_edition_beside_it():
         assert 'class="solution' not in (STUDENT / f"{doc}.html").read_text()
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("doc", PAGES)
-def test_page_loads_typesets_and_shows_no_raw_tex(browser, site, doc):
-    context, page, record = open_page(browser, site, doc)
-    try:
-        mathjax = wait_for_mathjax(page)
-        chunks = page.evaluate(TEXT_JS)
-        images = page.evaluate(
-            """async () => Promise.all([...document.images].map(async img => {
-                 try { await img.decode(); } catch (e) {}
-                 return {src: img.currentSrc.slice(0, 80), alt: img.getAttribute('alt'),
-                         ok: img.complete && img.naturalWidth > 0};
-               }))"""
-        )
-        page.screenshot(path=SHOTS / f"{doc.replace('/', '__')}.png", full_page=True)
-    finally:
-        context.close()
-    assert not record.console_errors, f"{doc}: console errors: {record.console_errors}"
-    assert not record.external, f"{doc}: the page asked for other hosts: {record.external}"
-    assert not record.failed, f"{doc}: requests failed: {record.failed}"
-    assert not mathjax["errors"] and not mathjax["untypeset"], mathjax
+def test_page_loads_typesets_and_shows_no_raw_tex(loaded, doc, scheme):
+    page = loaded("student", doc, scheme)
+    assert not page.console_errors, f"{doc}: console errors: {page.console_errors}"
+    assert not page.external, f"{doc}: the page asked for other hosts: {page.external}"
+    assert not page.failed, f"{doc}: requests failed: {page.failed}"
+    assert not page.mathjax["errors"] and not page.mathjax["untypeset"], page.mathjax
+    chunks = page.text
     assert len(chunks) > 10 and len(chunks[0][1]) > 200, f"{doc}: no text found"
     found = raw_tex(chunks)
     assert not found, f"{doc}: raw TeX visible ({len(found)}):\n" + "\n".join(found[:20])
-    assert not [i["src"] for i in images if not i["ok"]], f"{doc}: images that did not load"
-    bad = [i for i in images if not (i["alt"] or "").strip() or FILE_NAME_ALT.search(i["alt"])]
+    assert not [i["url"] for i in page.images if not i["ok"]], f"{doc}: images that did not load"
+    bad = images_without_alt(page.images)
     assert not bad, f"{doc}: images without alternative text: {bad}"
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("doc", PAGES)
-def test_no_serious_accessibility_violations(browser, site, doc, scheme):
-    assert AXE.exists(), "axe-core is missing: run `npm ci` (make test does)"
-    context, page, record = open_page(browser, site, doc, color_scheme=scheme)
-    try:
-        wait_for_mathjax(page)
-        violations = run_axe(page)
-    finally:
-        context.close()
-    serious = [v for v in violations if v["impact"] in ("serious", "critical")]
+def test_no_serious_accessibility_violations(loaded, doc, scheme):
+    page = loaded("student", doc, scheme)
+    serious = [v for v in page.axe if v["impact"] in ("serious", "critical")]
     assert not serious, f"{doc} ({scheme}): axe-core found:\n{describe_violations(serious)}"
-    assert not record.console_errors, record.console_errors
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_dark_mode(loaded, doc):
+    page = loaded("student", doc, "dark")
+    assert page.theme == "dark"
+    luminance = sum(page.background) / (3 * 255)
+    assert luminance < 0.3, f"{doc}: dark mode background is light: rgb{tuple(page.background)}"
 
 
 @pytest.mark.parametrize("doc", CHAPTERS)
-def test_colab_and_binder_buttons_open_the_student_notebook(browser, site, doc):
+def test_colab_and_binder_buttons_open_the_student_notebook(loaded, doc):
     repo = urlparse(CONFIG["repository"]["url"]).path.strip("/")
     branch = CONFIG["repository"]["branch"]
     notebook = f"editions/student/{doc.removeprefix('notebooks/')}.ipynb"
     colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}"
     binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{notebook}"
-    context, page, _ = open_page(browser, site, doc)
-    try:
-        links = page.eval_on_selector_all(
-            "a[href*='colab.research.google.com']", "els => els.map(e => e.href)"
-        )
-        binder_links = page.eval_on_selector_all(
-            "a[href*='mybinder.org']", "els => els.map(e => e.href)"
-        )
-    finally:
-        context.close()
-    assert links == [colab]
-    assert binder_links == [binder]
+    page = loaded("student", doc)
+    assert page.colab_links == [colab]
+    assert page.binder_links == [binder]
     assert (ROOT / notebook).exists()
     student = nbformat.read(ROOT / notebook, as_version=4)
     assert "student_edition" in student.metadata
