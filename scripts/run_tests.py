@@ -65,6 +65,7 @@ def lint() -> bool:
     ok &= sh(BIN / "ruff", "format", "--check", ".")
     files = [
         "README.md",
+        "CONTRIBUTING.md",
         "book",
         "helpers",
         "tests",
