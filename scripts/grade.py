@@ -41,12 +41,17 @@ row, exercise "(notebook)", status "error", saying which cell and why; a file th
 a notebook gets a row "(not a notebook)". Flags: a duplicate submission of a chapter,
 "unsealed", and a peak memory measured in the submission's process. Values that a
 spreadsheet would evaluate (starting with = + - @) are written with a leading '.
-Exercises without a self-check (proofs, work by hand) are graded by hand and have no row.
+Every exercise has a row: one without a self-check (a proof, work by hand) gets status
+"manual" (read the answer), and each function its starting cells define that no check
+grades gets a row too, "not attempted" while it is undefined or still raises
+NotImplementedError (read from the notebook's source, never run), "manual" otherwise. The
+functions come from the repository's own student notebook of the chapter.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import json
 import math
@@ -66,13 +71,15 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "book" / "exercises.yml"
+STUDENT_EDITION = ROOT / "editions" / "student"  # lists each exercise's starting functions
 
 DEFAULT_CELL_TIMEOUT = 120  # seconds, for each cell and for each self-check
 DEFAULT_TOTAL_TIMEOUT = 900  # seconds, for all the cells of one notebook
 DEFAULT_MEMORY_MB = 4096  # address space of the kernel (a chapter's kernel uses ~1.3 GB)
 
 PASSED, FAILED, NOT_ATTEMPTED, ERROR = "passed", "failed", "not attempted", "error"
-STATUSES = (PASSED, FAILED, NOT_ATTEMPTED, ERROR)
+MANUAL = "manual"  # an exercise, or a function, that no self-check grades: read it
+STATUSES = (PASSED, FAILED, NOT_ATTEMPTED, ERROR, MANUAL)
 NOTEBOOK_ROW = "(notebook)"
 FILE_ROW = "(not a notebook)"
 COLUMNS = (
@@ -113,6 +120,86 @@ def load_exercises(path: Path = EXERCISES) -> dict[str, list[dict]]:
 def graded_items(exercises: list[dict]) -> list[tuple[str, str, str]]:
     """(exercise label, check, function) for every self-check of a chapter, in order."""
     return [(e["label"], c["check"], c["function"]) for e in exercises for c in e["checks"]]
+
+
+def student_edition_exercises(stem: str) -> dict[str, dict]:
+    """Exercise label -> {"number", "functions", "checks"} from the repository's own student
+    notebook of the chapter (never from a submission, which a student can edit)."""
+    path = STUDENT_EDITION / f"{stem}.ipynb"
+    if not path.exists():
+        return {}
+    metadata = json.loads(path.read_text()).get("metadata", {})
+    return metadata.get("student_edition", {}).get("exercises", {})
+
+
+def hand_items(stem: str, exercises: list[dict]) -> list[tuple[str, str, str]]:
+    """(exercise label, "", function) for what no self-check grades, in the book's order:
+    each starting function of an exercise that no check is called on, and each exercise
+    with neither a check nor such a function (function "")."""
+    listed = student_edition_exercises(stem)
+    items = []
+    for e in exercises:
+        checked = {c["function"] for c in e["checks"]}
+        functions = [f for f in listed.get(e["label"], {}).get("functions", []) if f not in checked]
+        items += [(e["label"], "", f) for f in functions]
+        if not e["checks"] and not functions:
+            items.append((e["label"], "", ""))
+    return items
+
+
+def _is_stub(node: ast.FunctionDef) -> bool:
+    """A starting cell's body: an optional docstring, then ``raise NotImplementedError``."""
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
+def defined_functions(nb) -> dict[str, bool]:
+    """Function name -> whether its last top-level definition in the notebook is a stub.
+
+    Read from the cells' source, never run: a cell that does not parse (a shell command,
+    an unfinished edit) is skipped."""
+    found: dict[str, bool] = {}
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found[node.name] = _is_stub(node)
+    return found
+
+
+def hand_rows(stem: str, exercises: list[dict], nb) -> list[dict]:
+    """The rows of what an instructor reads: "manual", or "not attempted" for a listed
+    function that is undefined or still its starting cell."""
+    listed = student_edition_exercises(stem)
+    defined = defined_functions(nb)
+    rows = []
+    for label, _, function in hand_items(stem, exercises):
+        number = listed.get(label, {}).get("number", label)
+        if not function:
+            status, message = MANUAL, f"graded by hand: read the answer to Exercise {number}"
+        elif function not in defined:
+            status, message = NOT_ATTEMPTED, f"{function} is not defined: not attempted"
+        elif defined[function]:
+            status = NOT_ATTEMPTED
+            message = f"{function} raises NotImplementedError: not attempted yet"
+        else:
+            status = MANUAL
+            message = f"graded by hand: {function} of Exercise {number} has no self-check"
+        rows.append({"exercise": label, "check": "", "function": function})
+        rows[-1] |= {"status": status, "message": message}
+    return rows
 
 
 def chapter_titles(stems: list[str]) -> dict[str, str]:
@@ -634,12 +721,38 @@ def grade_submission(submission: Submission, root: Path, chapters, limits, seale
         | {"flags": _join_flags(base["flags"], MEMORY_FLAG if r.get("memory") else "")}
         for r in outcome["results"]
     ]
+    submission.rows = in_book_order(
+        submission.rows,
+        [
+            {**base, **row}
+            for row in hand_rows(
+                submission.chapter, chapters[submission.chapter], read_notebook(submission.path)
+            )
+        ],
+        chapters[submission.chapter],
+    )
     if outcome["events"]:
         submission.rows.append(
             {**base, "exercise": NOTEBOOK_ROW, "check": "", "function": "", "status": ERROR}
             | {"message": "; ".join(outcome["events"])}
         )
     return submission
+
+
+def read_notebook(path: Path) -> dict:
+    """The submission's JSON, for reading its source only ({} if it cannot be read)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def in_book_order(checked: list[dict], by_hand: list[dict], exercises: list[dict]) -> list[dict]:
+    """Both kinds of rows, exercise by exercise in the book's order (checks first)."""
+    order = {e["label"]: k for k, e in enumerate(exercises)}
+    rows = [(order.get(r["exercise"], len(order)), 0, k, r) for k, r in enumerate(checked)]
+    rows += [(order.get(r["exercise"], len(order)), 1, k, r) for k, r in enumerate(by_hand)]
+    return [r for *_, r in sorted(rows, key=lambda t: t[:3])]
 
 
 def _join_flags(*flags: str) -> str:
@@ -682,7 +795,7 @@ def write_csv(rows: list[dict], out: Path) -> None:
 
 def summary(submissions: list[Submission], sealed: bool, duplicates) -> str:
     """One line per submission: counts of each status, and what went wrong in the notebook."""
-    head = ("student", "chapter", "passed", "failed", "not attempted", "error", "seconds")
+    head = ("student", "chapter", *STATUSES, "seconds")
     table = [head]
     notes = []
     others = [s for s in submissions if not s.notebook]

@@ -62,7 +62,30 @@ def run_grade(folder: Path, *options: str) -> tuple[list[dict], str]:
 
 
 def expected_items(stem: str) -> list[tuple[str, str, str]]:
+    """The self-check rows of a chapter: (exercise, check, function)."""
     return grade.graded_items(EXERCISES[stem])
+
+
+def expected_hand_items(stem: str) -> list[tuple[str, str, str]]:
+    """The rows nothing checks: (exercise, "", function or "")."""
+    return grade.hand_items(stem, EXERCISES[stem])
+
+
+def every_exercise_has_a_row(stem: str, rows: list[dict]) -> None:
+    """Rows in the book's order, the self-checks' and the ones to read by hand, and every
+    exercise of book/exercises.yml among them."""
+    order = [e["label"] for e in EXERCISES[stem]]
+    labels = [r["exercise"] for r in rows if r["exercise"] != grade.NOTEBOOK_ROW]
+    assert sorted(set(labels), key=order.index) == order
+    assert labels == sorted(labels, key=order.index)
+    assert [(r["exercise"], r["check"], r["function"]) for r in rows if r["check"]] == (
+        expected_items(stem)
+    )
+    hand = [r for r in rows if not r["check"] and r["exercise"] != grade.NOTEBOOK_ROW]
+    assert [(r["exercise"], r["check"], r["function"]) for r in hand] == expected_hand_items(stem)
+    for r in hand:
+        assert r["status"] in ("manual", "not attempted"), r
+        assert r["status"] == "manual" or r["function"], r  # an answer to read is "manual"
 
 
 def notebook(*cells: str, metadata: dict | None = None) -> nbformat.NotebookNode:
@@ -188,7 +211,8 @@ def grade_a_class(tmp_path: Path) -> tuple[dict[str, list[dict]], str]:
 
 
 def graded_rows(rows: list[dict]) -> dict[str, dict]:
-    return {r["function"]: r for r in rows if r["exercise"] != grade.NOTEBOOK_ROW}
+    """The self-check rows, by function."""
+    return {r["function"]: r for r in rows if r["check"]}
 
 
 def notebook_rows(rows: list[dict]) -> list[dict]:
@@ -198,10 +222,9 @@ def notebook_rows(rows: list[dict]) -> list[dict]:
 def check_every_student_is_named_and_gets_a_row_per_self_check(class_results):
     by_student, _ = class_results
     assert sorted(by_student) == ["alice", "bob", "carol", "dave", "erin", "frank_homework"]
-    items = expected_items("01_softmax")
     for student in ("alice", "bob", "carol", "dave", "erin"):
         graded = [r for r in by_student[student] if r["exercise"] != grade.NOTEBOOK_ROW]
-        assert [(r["exercise"], r["check"], r["function"]) for r in graded] == items
+        every_exercise_has_a_row("01_softmax", graded)
         assert {r["chapter"] for r in graded} == {"01_softmax"}
 
 
@@ -209,8 +232,14 @@ def check_a_right_submission_passes_everything(class_results):
     by_student, _ = class_results
     for student in ("alice", "erin"):
         rows = by_student[student]
-        assert {r["status"] for r in rows} == {"passed"}, rows
+        assert {r["status"] for r in graded_rows(rows).values()} == {"passed"}, rows
         assert not notebook_rows(rows)
+        # what no check grades: their notebooks define none of it (read from the source)
+        hand = {r["function"]: r for r in rows if not r["check"]}
+        assert hand[""]["status"] == "manual"
+        assert hand[""]["message"].startswith("graded by hand: read the answer to Exercise 1.")
+        assert hand["H_of_tau"]["status"] == "not attempted"
+        assert hand["H_of_tau"]["message"] == "H_of_tau is not defined: not attempted"
 
 
 def check_exactly_the_wrong_answer_and_the_infinite_loop_are_reported(class_results):
@@ -255,7 +284,8 @@ def check_unbounded_allocation_is_stopped_by_the_memory_limit(class_results):
 def check_a_crashed_kernel_gets_clear_rows_and_the_run_goes_on(class_results):
     by_student, printed = class_results
     rows = by_student["dave"]
-    assert {r["status"] for r in rows} == {"error"}
+    assert {r["status"] for r in graded_rows(rows).values()} == {"error"}
+    assert notebook_rows(rows)[0]["status"] == "error"
     (note,) = notebook_rows(rows)
     assert note["message"] == "the kernel died in cell 3 ('import os') (exit status 1)"
     assert all(
@@ -355,20 +385,24 @@ def test_reference_solutions_pass_and_starting_cells_are_not_attempted(tmp_path,
         expected["student"] = "not attempted"
     rows, _ = run_grade(folder, *REFERENCE_LIMITS)
     assert {r["student"] for r in rows} == set(expected)
-    items = expected_items(stem)
     for student, status in expected.items():
         mine = [r for r in rows if r["student"] == student]
         assert not notebook_rows(mine), notebook_rows(mine)
-        assert [(r["exercise"], r["check"], r["function"]) for r in mine] == items
+        every_exercise_has_a_row(stem, mine)
         assert {r["chapter"] for r in mine} == {stem}
-        wrong = [r for r in mine if r["status"] != status]
+        wrong = [r for r in mine if r["check"] and r["status"] != status]
         assert not wrong, wrong
+        # a function no check grades: the reference defines it, the starting cell is a stub
+        for row in mine:
+            if row["function"] and not row["check"]:
+                assert row["status"] == ("manual" if student == "reference" else status), row
         if status == "not attempted":
             for row in mine:
-                assert (
-                    row["message"]
-                    == f"{row['function']} raises NotImplementedError: not attempted yet"
-                )
+                if row["function"]:
+                    assert (
+                        row["message"]
+                        == f"{row['function']} raises NotImplementedError: not attempted yet"
+                    )
 
 
 def test_the_sampled_student_notebooks_exist():
@@ -435,3 +469,53 @@ def test_without_isolation_the_command_refuses_and_says_why(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert "bwrap is not installed" in err and "--without-isolation" in err
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_what_no_check_grades_is_read_from_the_source_never_run(monkeypatch):
+    """Every exercise gets a row; a function the starting cells define and no check grades
+    is "not attempted" while undefined or still its starting cell, "manual" once written;
+    an exercise with only an answer to read is "manual"."""
+    exercises = [
+        {"label": "ex-a", "checks": [{"check": "check_softmax", "function": "my_softmax"}]},
+        {"label": "ex-b", "checks": []},
+        {"label": "ex-c", "checks": []},
+    ]
+    listed = {
+        "ex-a": {"number": "9.1", "functions": ["my_softmax", "helper"]},
+        "ex-b": {"number": "9.2", "functions": []},
+        "ex-c": {"number": "9.3", "functions": ["rms"]},
+    }
+    monkeypatch.setattr(grade, "student_edition_exercises", lambda stem: listed)
+    assert grade.hand_items("99_x", exercises) == [
+        ("ex-a", "", "helper"),
+        ("ex-b", "", ""),
+        ("ex-c", "", "rms"),
+    ]
+    stub = 'def rms(x):\n    """What it returns."""\n    raise NotImplementedError()'
+    written = "def rms(x):\n    return x"
+    cases = {
+        "undefined": (["x = 1", "%pip install nothing"], "not attempted", "is not defined"),
+        "stub": ([stub], "not attempted", "raises NotImplementedError"),
+        "written": ([stub, written], "manual", "rms of Exercise 9.3 has no self-check"),
+        "written, then reset": ([written, stub], "not attempted", "NotImplementedError"),
+    }
+    for name, (cells, status, words) in cases.items():
+        rows = grade.hand_rows("99_x", exercises, notebook(*cells))
+        by_function = {r["function"]: r for r in rows}
+        assert by_function["rms"]["status"] == status, name
+        assert words in by_function["rms"]["message"], name
+        assert by_function[""] == {
+            "exercise": "ex-b",
+            "check": "",
+            "function": "",
+            "status": "manual",
+            "message": "graded by hand: read the answer to Exercise 9.2",
+        }
+    checked = [{"exercise": "ex-a", "check": "check_softmax", "function": "my_softmax"}]
+    rows = grade.in_book_order(checked, grade.hand_rows("99_x", exercises, notebook()), exercises)
+    assert [(r["exercise"], r["function"]) for r in rows] == [
+        ("ex-a", "my_softmax"),
+        ("ex-a", "helper"),
+        ("ex-b", ""),
+        ("ex-c", "rms"),
+    ]
