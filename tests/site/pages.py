@@ -66,6 +66,7 @@ class PageRecord:
         self.console_errors: list[str] = []
         self.external: list[str] = []
         self.failed: list[str] = []
+        self.http_errors: list[str] = []  # responses of status 400 and above (a 404)
 
 
 def open_page(browser, site: str, doc: str, *, color_scheme: str = "light"):
@@ -89,6 +90,9 @@ def open_page(browser, site: str, doc: str, *, color_scheme: str = "light"):
     page.on("console", lambda m: m.type == "error" and record.console_errors.append(m.text))
     page.on("pageerror", lambda e: record.console_errors.append(f"page error: {e}"))
     page.on("requestfailed", lambda r: record.failed.append(f"{r.url} ({r.failure})"))
+    page.on(
+        "response", lambda r: r.status >= 400 and record.http_errors.append(f"{r.url} ({r.status})")
+    )
     page.goto(f"{site}/{doc}.html", wait_until="load")
     return context, page, record
 
@@ -183,9 +187,37 @@ def images_without_alt(images: list[dict]) -> list[dict]:
     ]
 
 
+# The reader's view of a page's furniture: empty output blocks (an output with nothing to
+# show renders as a bar), the visible search fields, and the favicon the page names,
+# fetched (a page without one makes the browser ask for /favicon.ico: a 404).
+FURNITURE_JS = """async () => {
+  const shown = e => e.getClientRects().length > 0;
+  const empty = [...document.querySelectorAll('.cell_output > .output')]
+    .filter(o => !o.textContent.trim() && !o.querySelector('img, svg, table, iframe, mjx-container'));
+  const icon = document.querySelector('link[rel~="icon"]');
+  let iconStatus = null;
+  if (icon) { try { iconStatus = (await fetch(icon.href)).status; } catch (e) { iconStatus = 0; } }
+  return {
+    empty_outputs: empty.map(o => o.outerHTML.slice(0, 120)),
+    search_fields: [...document.querySelectorAll('.search-button-field')].filter(shown).length,
+    favicon: icon ? icon.getAttribute('href') : null,
+    favicon_status: iconStatus,
+  };
+}"""
+
+# Opens every collapsed solution (sphinx-togglebutton), as a reader who reads them all.
+OPEN_DROPDOWNS_JS = """() => {
+  const buttons = [...document.querySelectorAll('button.toggle-button')];
+  buttons.forEach(b => { if (b.getAttribute('aria-expanded') !== 'true') b.click(); });
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  return buttons.length;
+}"""
+
+
 def run_axe(page) -> list[dict]:
     """axe-core's violations on the page, each with the nodes it found."""
-    page.add_script_tag(path=str(AXE))
+    if not page.evaluate("() => !!window.axe"):
+        page.add_script_tag(path=str(AXE))
     return page.evaluate(
         """async () => {
           const result = await axe.run(document, {resultTypes: ['violations']});
@@ -228,6 +260,10 @@ class LoadedPage:
     theme: str | None = None  # <html data-theme>
     background: list[int] = field(default_factory=list)  # the body's rgb
     axe: list[dict] = field(default_factory=list)  # run_axe, on the finished page
+    http_errors: list[str] = field(default_factory=list)  # responses of status >= 400
+    furniture: dict = field(default_factory=dict)  # FURNITURE_JS
+    dropdowns: int = 0  # collapsed solutions opened for axe_opened
+    axe_opened: list[dict] = field(default_factory=list)  # run_axe, every solution open
 
 
 def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
@@ -256,10 +292,16 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
             page.screenshot(path=shots / f"{name}.png", full_page=True)
         else:
             page.screenshot(path=shots / f"{name}__{scheme}.png", full_page=False)
+        result.furniture = page.evaluate(FURNITURE_JS)
         result.axe = run_axe(page)
+        result.dropdowns = page.evaluate(OPEN_DROPDOWNS_JS)
+        if result.dropdowns:
+            page.wait_for_timeout(300)  # scrollable.js marks the boxes that now overflow
+            result.axe_opened = run_axe(page)
     finally:
         context.close()
     result.console_errors = list(record.console_errors)
     result.external = list(record.external)
     result.failed = list(record.failed)
+    result.http_errors = list(record.http_errors)
     return result

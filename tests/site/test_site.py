@@ -66,6 +66,33 @@ def test_no_serious_accessibility_violations(loaded, doc, scheme):
     assert not serious, f"{doc} ({scheme}): axe-core found:\n{describe_violations(serious)}"
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("doc", PAGES)
+def test_no_serious_accessibility_violations_with_every_solution_open(loaded, doc, scheme):
+    """axe-core again once every collapsed solution is open: the code and outputs inside
+    must be reachable too (a box that scrolls sideways needs keyboard focus)."""
+    page = loaded("book", doc, scheme)
+    serious = [v for v in page.axe_opened if v["impact"] in ("serious", "critical")]
+    assert not serious, f"{doc} ({scheme}), solutions open:\n{describe_violations(serious)}"
+    if doc in CHAPTERS:
+        assert page.dropdowns >= 1, f"{doc}: no solution to open"
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("doc", PAGES)
+def test_what_frames_the_text(loaded, doc, scheme):
+    """No empty output block (a bar under an explorer), one search field, a favicon that
+    is served, and no response of status 400 or above (a 404) while the page loads."""
+    page = loaded("book", doc, scheme)
+    furniture = page.furniture
+    assert not furniture["empty_outputs"], (
+        f"{doc}: empty output blocks {furniture['empty_outputs']}"
+    )
+    assert furniture["search_fields"] == 1, f"{doc}: {furniture['search_fields']} search fields"
+    assert furniture["favicon"] and furniture["favicon_status"] == 200, furniture
+    assert not page.http_errors, f"{doc}: {page.http_errors}"
+
+
 def test_axe_finds_what_it_must(browser):
     """The accessibility test can fail: axe reports an unlabelled control, an image
     without alt text and low contrast on a page made to have them."""
