@@ -97,6 +97,8 @@ from helpers.checks.transformer import (
     check_encoder_block,
     check_layer_norm,
     check_layer_norm_backward,
+    check_llama_block_parameter_count,
+    check_rms_norm_backward,
 )
 
 __all__ = [
@@ -125,6 +127,7 @@ __all__ = [
     "check_kv_cache_bytes",
     "check_layer_norm",
     "check_layer_norm_backward",
+    "check_llama_block_parameter_count",
     "check_load_balancing_loss",
     "check_log_softmax",
     "check_logsumexp",
@@ -135,6 +138,7 @@ __all__ = [
     "check_multi_head_attention",
     "check_next_token_distribution",
     "check_online_softmax_merge",
+    "check_rms_norm_backward",
     "check_rope",
     "check_rope_layout_conversion",
     "check_sinusoidal_encoding",
