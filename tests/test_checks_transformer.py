@@ -11,6 +11,8 @@ from helpers.checks import (
     check_encoder_block,
     check_layer_norm,
     check_layer_norm_backward,
+    check_llama_block_parameter_count,
+    check_rms_norm_backward,
 )
 from tests.report_text import assert_all_passed, failed, flat
 
@@ -185,13 +187,15 @@ def test_layer_norm_backward_slips_are_named(slip, names, problem):
     assert all(problem in text for text in problems.values()), problems
 
 
-def test_layer_norm_backward_not_summed_over_rows_is_a_shape_error():
+def test_layer_norm_backward_not_summed_over_rows_is_named():
     report = check_layer_norm_backward(backward_with_slip("not summed"))
     problems = failed(report)
     assert set(problems) == {
         f"{g} ({lay})" for g in ("dgamma", "dbeta") for lay in ("rows", "a batch of sequences")
     }
-    assert all("expected shape" in p for p in problems.values())
+    for name, text in problems.items():
+        assert f"{name.split()[0]} is not summed over the tokens" in text, problems
+    assert "sum over every axis but the last" in flat(report)
 
 
 def test_layer_norm_backward_missing_key_is_reported():
@@ -202,6 +206,129 @@ def test_layer_norm_backward_missing_key_is_reported():
     problems = failed(check_layer_norm_backward(fn))
     assert set(problems) == {"dbeta (rows)", "dbeta (a batch of sequences)"}
     assert all("no entry 'dbeta'" in p for p in problems.values())
+
+
+# ---------------------------------------------------------------------------
+# check_rms_norm_backward
+# ---------------------------------------------------------------------------
+
+
+def reader_rms_backward(grad_y, x, gamma, eps, *, slip=None):
+    """RMSNorm's backward pass as a reader writes it; ``slip`` reproduces a usual mistake."""
+    d = x.shape[-1]
+    r = np.sqrt((x**2).mean(axis=-1, keepdims=True) + (0 if slip == "no eps" else eps))
+    x_hat = x / r
+    g = grad_y if slip == "no gamma" else grad_y * gamma
+    mean_gx = (g * x_hat).mean(axis=-1, keepdims=True)
+    if slip == "layer norm":
+        dx = (g - g.mean(axis=-1, keepdims=True) - x_hat * mean_gx) / r
+    elif slip == "diagonal":
+        dx = g / r
+    elif slip == "sum":
+        dx = (g - x_hat * (g * x_hat).sum(axis=-1, keepdims=True)) / r
+    else:
+        dx = (g - x_hat * mean_gx) / r
+    dgamma = (grad_y * (x if slip == "x" else x_hat)).reshape(-1, d).sum(axis=0)
+    if slip == "not summed":
+        dgamma = grad_y * x_hat
+    if slip == "mean":
+        dgamma = dgamma / (x.size // d)
+    if slip == "sign":
+        dx, dgamma = -dx, -dgamma
+    if slip == "dict":
+        return {"dx": dx, "dgamma": dgamma}
+    return dx, dgamma
+
+
+def rms_backward_with_slip(slip):
+    def fn(grad_y, x, gamma, eps):
+        return reader_rms_backward(grad_y, x, gamma, eps, slip=slip)
+
+    fn.__name__ = "rms_backward_" + slip.replace(" ", "_")
+    return fn
+
+
+def test_rms_backward_reference_equals_autograd():
+    torch = pytest.importorskip("torch")
+    from helpers.checks.transformer import _rms_grads
+
+    rng = np.random.default_rng(5)
+    x, G = rng.normal(size=(2, 3, 5)) + 0.7, rng.normal(size=(2, 3, 5))
+    gamma = 1 + 0.5 * rng.normal(size=5)
+    xt = torch.tensor(x, requires_grad=True)
+    gt = torch.tensor(gamma, requires_grad=True)
+    y = torch.nn.functional.rms_norm(xt, (5,), weight=gt, eps=0.5)
+    assert np.allclose(y.detach().numpy(), helpers.rms_norm(x, gamma, eps=0.5), atol=1e-14)
+    (y * torch.tensor(G)).sum().backward()
+    ours = _rms_grads(G, x, gamma, 0.5)
+    assert np.allclose(ours["dx"], xt.grad.numpy(), atol=1e-12)  # float64 autograd
+    assert np.allclose(ours["dgamma"], gt.grad.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "fn", [reader_rms_backward, rms_backward_with_slip("dict")], ids=["reader", "dict"]
+)
+def test_correct_rms_backwards_pass(fn):
+    assert_all_passed(check_rms_norm_backward(fn))
+
+
+@pytest.mark.parametrize(
+    ("slip", "names", "problem"),
+    [
+        ("layer norm", ["dx"], "it is layer norm's backward pass"),
+        ("diagonal", ["dx"], "only the diagonal of the Jacobian"),
+        ("sum", ["dx"], "the term through r is d times too large"),
+        ("no gamma", ["dx"], "not multiplied by gamma"),
+        ("no eps", ["dx", "dgamma"], "eps is missing from r"),
+        ("x", ["dgamma"], "dgamma is sum(grad_y * x) instead of sum(grad_y * x / r)"),
+        ("mean", ["dgamma"], "the mean over the rows (tokens) instead of the sum"),
+        ("not summed", ["dgamma"], "dgamma is not summed over the tokens"),
+        ("sign", ["dx", "dgamma"], "the sign is flipped"),
+    ],
+)
+def test_rms_backward_slips_are_named(slip, names, problem):
+    report = check_rms_norm_backward(rms_backward_with_slip(slip))
+    problems = failed(report)
+    assert {name.split(" ")[0] for name in problems} == set(names)
+    assert all(problem in text for text in problems.values()), problems
+
+
+# ---------------------------------------------------------------------------
+# check_llama_block_parameter_count
+# ---------------------------------------------------------------------------
+
+
+def right_llama(d_model, d_ff):
+    return 4 * d_model**2 + 3 * d_model * d_ff + 2 * d_model
+
+
+def test_correct_llama_counts_pass():
+    assert_all_passed(check_llama_block_parameter_count(right_llama))
+    # LLaMA-7B: 32 blocks, a final norm, untied embeddings of 32000 x 4096: 6.74 billion
+    total = 32 * right_llama(4096, 11008) + 4096 + 2 * 32000 * 4096
+    assert total == 6_738_415_616
+
+
+@pytest.mark.parametrize(
+    ("wrong", "problem"),
+    [
+        (lambda d, f: right_llama(d, f) - d * f, "one of the three SwiGLU matrices is missing"),
+        (lambda d, f: right_llama(d, f) + 2 * d, "counted with a shift each"),
+        (lambda d, f: right_llama(d, f) + 4 * d, "attention biases are counted"),
+        (lambda d, f: right_llama(d, f) + 2 * f + d, "feed-forward biases are counted"),
+        (lambda d, f: right_llama(d, f) + 6 * d + 2 * f, "biases are counted on every linear"),
+        (lambda d, f: 4 * d * d + 3 * d * f, "the two RMSNorms' gains (2 d_model) are missing"),
+        (lambda d, f: right_llama(d, f) - d, "only one RMSNorm is counted"),
+        (lambda d, f: right_llama(d, f) + d, "three RMSNorms are counted"),
+        (lambda d, f: right_llama(d, f) - d * d, "output projection W_O is missing"),
+        (lambda d, f: helpers.block_parameter_count(d, 1, f), None),
+    ],
+)
+def test_llama_count_slips_are_named(wrong, problem):
+    problems = failed(check_llama_block_parameter_count(wrong))
+    assert len(problems) == 4
+    if problem is not None:
+        assert all(problem in text for text in problems.values()), problems
 
 
 # ---------------------------------------------------------------------------
@@ -274,12 +401,21 @@ def reader_block(X, params, h, norm_first, *, slip=None):
         norm_first = not norm_first
     if norm_first:
         u = ln(X, "ln1")
-        Z = (u if slip in ("normalised residual", "normalised residual, attention") else X) + mha(u)
+        keep_x = 0 if slip == "no residual around attention" else 1
+        Z = u if slip in ("normalised residual", "normalised residual, attention") else keep_x * X
+        Z = Z + mha(u)
         v = ln(Z, "ln2")
-        Y = (v if slip in ("normalised residual", "normalised residual, ffn") else Z) + ffn(v)
+        keep_z = 0 if slip == "no residual around the feed-forward" else 1
+        Y = v if slip in ("normalised residual", "normalised residual, ffn") else keep_z * Z
+        Y = Y + ffn(v)
         return ln(Y, "ln2") if slip == "final norm" else Y
     if slip == "no residual":
         return ln(ffn(ln(mha(X), "ln1")), "ln2")
+    if slip == "no residual around attention":
+        Z = ln(mha(X), "ln1")
+        return ln(Z + ffn(Z), "ln2")
+    if slip == "no residual around the feed-forward":
+        return ln(ffn(ln(X + mha(X), "ln1")), "ln2")
     if slip == "norm before the sum":
         Z = X + ln(mha(X), "ln1")
         return Z + ln(ffn(Z), "ln2")
@@ -327,6 +463,16 @@ def test_correct_blocks_pass(fn):
         ),
         ("final norm", BLOCK_CASES[2:], "an extra layer norm"),
         ("no residual", BLOCK_CASES[:2], "the residual connections are missing"),
+        (
+            "no residual around attention",
+            BLOCK_CASES,
+            "the attention sublayer's residual connection is missing",
+        ),
+        (
+            "no residual around the feed-forward",
+            BLOCK_CASES,
+            "the feed-forward sublayer's residual connection is missing",
+        ),
         ("norm before the sum", BLOCK_CASES[:2], "before the residual sum"),
         ("no biases", BLOCK_CASES, "attention biases b_Q, b_K, b_V, b_O are left out"),
         ("gelu", BLOCK_CASES, "uses GELU"),

@@ -108,6 +108,8 @@ from helpers.checks.transformer import (
     check_encoder_block,
     check_layer_norm,
     check_layer_norm_backward,
+    check_llama_block_parameter_count,
+    check_rms_norm_backward,
 )
 
 _install_notebook_handler()  # in IPython: a check on an undefined name reports in one line
@@ -139,6 +141,7 @@ __all__ = [
     "check_kv_cache_bytes",
     "check_layer_norm",
     "check_layer_norm_backward",
+    "check_llama_block_parameter_count",
     "check_load_balancing_loss",
     "check_log_softmax",
     "check_logsumexp",
@@ -152,6 +155,7 @@ __all__ = [
     "check_online_softmax_merge",
     "check_prefix_matching_score",
     "check_previous_token_score",
+    "check_rms_norm_backward",
     "check_rope",
     "check_rope_layout_conversion",
     "check_self_attention_jacobian",

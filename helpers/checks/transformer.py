@@ -1,9 +1,11 @@
 """Self-checks of chapter 6 (the Transformer block), built on :mod:`helpers.checks.core`.
 
 ``check_layer_norm`` and ``check_layer_norm_backward`` take the reader's layer norm and
-its gradients, ``check_block_parameter_count`` a count, and ``check_encoder_block`` a
-whole block in either order. When an answer is wrong, the diagnosis recomputes the
-answer with each usual slip and names the one that reproduces the reader's numbers.
+its gradients, ``check_rms_norm_backward`` the gradients of RMSNorm,
+``check_block_parameter_count`` and ``check_llama_block_parameter_count`` counts of
+parameters, and ``check_encoder_block`` a whole block in either order. When an answer is
+wrong, the diagnosis recomputes the answer with each usual slip and names the one that
+reproduces the reader's numbers.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from helpers.checks.core import Case, CheckReport, Diagnose, Finding, run_checks
-from helpers.checks.multihead import _append, _pick, _run, _Spec
+from helpers.checks.multihead import _append, _pick, _run, _Spec, _Unusable
 from helpers.multihead import multi_head_attention
 from helpers.transformer import (
     BLOCK_PARAM_NAMES,
@@ -31,6 +33,8 @@ __all__ = [
     "check_encoder_block",
     "check_layer_norm",
     "check_layer_norm_backward",
+    "check_llama_block_parameter_count",
+    "check_rms_norm_backward",
 ]
 
 _LN_FORMULA = (
@@ -280,7 +284,8 @@ def check_layer_norm_backward(fn: Callable[..., object]) -> CheckReport:
         missing ``- mean(g)`` or ``- x_hat mean(g x_hat)`` term, using only the
         diagonal of the Jacobian, forgetting ``gamma``, the unbiased variance,
         ``dgamma`` computed from ``x - mean`` instead of ``x_hat``, ``dgamma`` and
-        ``dbeta`` averaged over the rows instead of summed, and a flipped sign.
+        ``dbeta`` left per token or averaged over the rows instead of summed, and a
+        flipped sign.
 
     Examples
     --------
@@ -303,6 +308,10 @@ def check_layer_norm_backward(fn: Callable[..., object]) -> CheckReport:
         "- x_hat * mean(g * x_hat)) / sqrt(var + eps); dgamma = sum of grad_y * x_hat and "
         "dbeta = sum of grad_y over every row (all axes but the last)"
     )
+    formulas = {
+        "dgamma": "(grad_y * x_hat).reshape(-1, d).sum(axis=0)",
+        "dbeta": "grad_y.reshape(-1, d).sum(axis=0)",
+    }
     specs = []
     for label, seed, shape, eps in layouts:
         rng = np.random.default_rng(seed)
@@ -319,10 +328,176 @@ def check_layer_norm_backward(fn: Callable[..., object]) -> CheckReport:
                     _append(),
                     shown,
                     _ln_backward_diagnose(name),
-                    _pick(name, _LN_GRADS),
+                    _pick(name, _LN_GRADS)
+                    if name == "dx"
+                    else _per_token_pick(name, _LN_GRADS, shape, formulas[name]),
                 )
             )
     return _run(fn, "check_layer_norm_backward", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_rms_norm_backward
+# ---------------------------------------------------------------------------
+
+_RMS_GRADS = ("dx", "dgamma")
+
+
+def _rms_grads(G: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float, slip: str = "right"):
+    """The two gradients of ``sum(G * rms_norm(x))``, or with one slip."""
+    d = x.shape[-1]
+    ms = (x * x).mean(axis=-1, keepdims=True)
+    r = np.sqrt(ms) if slip == "eps left out" else np.sqrt(ms + eps)
+    x_hat = x / r
+    g = G if slip == "no gamma" else G * gamma
+    mean_gx = (g * x_hat).mean(axis=-1, keepdims=True)
+    dx = {
+        "layer norm's mean term": (g - g.mean(axis=-1, keepdims=True) - x_hat * mean_gx) / r,
+        "only the diagonal": g / r,
+        "sum instead of mean": (g - x_hat * d * mean_gx) / r,
+    }.get(slip, (g - x_hat * mean_gx) / r)
+    scaled = x if slip == "x instead of x_hat" else x_hat
+    reduce = np.mean if slip == "mean over the rows" else np.sum
+    return {"dx": dx, "dgamma": reduce((G * scaled).reshape(-1, d), axis=0)}
+
+
+_RMS_SLIPS = {
+    "layer norm's mean term": (
+        "it is layer norm's backward pass: the term - mean(g) belongs to the mean that layer "
+        "norm subtracts; RMSNorm subtracts no mean",
+        "differentiate r = sqrt(mean(x**2) + eps) itself: d r / d x_j = x_j / (d r)",
+    ),
+    "only the diagonal": (
+        "only the diagonal of the Jacobian is used, dx = g / r: r depends on x too",
+        "add the gradient through r: d r / d x_j = x_j / (d r)",
+    ),
+    "sum instead of mean": (
+        "the term through r is d times too large: it uses sum(g * x_hat) where the mean "
+        "(divide by d) belongs, as d r / d x_j = x_j / (d r)",
+        "the 1/d of the mean square stays in d r / d x_j",
+    ),
+    "no gamma": (
+        "grad_y is not multiplied by gamma before going through the normalisation",
+        "the gradient with respect to x_hat = x / r is g = gamma * grad_y",
+    ),
+    "eps left out": (
+        "eps is missing from r: the forward pass divides by sqrt(mean(x**2) + eps)",
+        "use r = sqrt(mean(x**2) + eps) in the backward pass too",
+    ),
+    "mean over the rows": (
+        "dgamma is the mean over the rows (tokens) instead of the sum: every token adds its "
+        "own contribution to the loss, so the gradients of the shared gamma add up",
+        "dgamma = (grad_y * x_hat).reshape(-1, d).sum(axis=0)",
+    ),
+    "x instead of x_hat": (
+        "dgamma is sum(grad_y * x) instead of sum(grad_y * x / r)",
+        "gamma multiplies the normalised x_hat = x / r, so dgamma = sum of grad_y * x_hat",
+    ),
+}
+
+
+def _rms_backward_diagnose(name: str) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        G, x, gamma = case.inputs["grad_y"], case.inputs["x"], case.inputs["gamma"]
+        eps = float(case.inputs["eps"])
+        rtol, atol = case.tolerances()
+        expected = _rms_grads(G, x, gamma, eps)[name]
+        for slip, (problem, hint) in _RMS_SLIPS.items():
+            candidate = _rms_grads(G, x, gamma, eps, slip)[name]
+            if not np.allclose(candidate, expected, rtol=rtol, atol=atol) and np.allclose(
+                got, candidate, rtol=rtol, atol=atol
+            ):
+                return [Finding(problem, hint)]
+        if np.allclose(got, -expected, rtol=rtol, atol=atol):
+            return [Finding("the sign is flipped")]
+        return []
+
+    return diagnose
+
+
+def _per_token_pick(name: str, wrt: tuple[str, ...], x_shape: tuple[int, ...], formula: str):
+    """``pick``, and a gradient of a shared parameter left per token is named as such."""
+    base = _pick(name, wrt)
+
+    def pick(result: object) -> object:
+        got = base(result)
+        shape = np.shape(got)
+        if len(x_shape) > 1 and shape == x_shape:
+            raise _Unusable(
+                f"an array of shape {shape}, the shape of x",
+                f"{name} is not summed over the tokens: gamma is shared by every token, and "
+                "each token adds its own contribution to the loss",
+                f"sum over every axis but the last: {formula}",
+            )
+        return got
+
+    return pick
+
+
+def check_rms_norm_backward(fn: Callable[..., object]) -> CheckReport:
+    """Check the reader's gradients of RMS normalisation.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(grad_y, x, gamma, eps) -> (dx, dgamma)`` for ``y = rms_norm(x, gamma,
+        eps=eps)`` and ``L = sum(grad_y * y)``: ``grad_y`` and ``x`` of shape ``(..., d)``,
+        ``gamma`` of shape ``(d,)``; ``dx`` of the shape of ``x``, ``dgamma`` of shape
+        ``(d,)`` summed over every token. A dict with the keys ``"dx"`` and ``"dgamma"``
+        is accepted too.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff both gradients match in two layouts. The report recognises layer
+        norm's backward pass (its ``- mean(g)`` term), using only the diagonal of the
+        Jacobian, a sum where the mean over the features belongs, forgetting ``gamma``
+        or ``eps``, ``dgamma`` computed from ``x`` instead of ``x / r``, ``dgamma`` left
+        per token or averaged over the tokens instead of summed, and a flipped sign.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_rms_norm_backward
+    >>> def rms_backward_only_diagonal(grad_y, x, gamma, eps):
+    ...     r = np.sqrt((x**2).mean(axis=-1, keepdims=True) + eps)
+    ...     dgamma = (grad_y * x / r).reshape(-1, x.shape[-1]).sum(axis=0)
+    ...     return grad_y * gamma / r, dgamma  # treats r as a constant
+    >>> print(check_rms_norm_backward(rms_backward_only_diagonal).failures[0].problem)
+    only the diagonal of the Jacobian is used, dx = g / r: r depends on x too
+    """
+    layouts = (("rows", 63, (4, 6), 1e-6), ("a batch of sequences", 64, (2, 3, 5), 0.5))
+    hint = (
+        "r = sqrt(mean(x**2) + eps) depends on every x_j, with d r / d x_j = x_j / (d r): "
+        "differentiate x_i / r by the quotient rule and apply the chain rule to g = gamma * "
+        "grad_y; dgamma sums grad_y * x / r over every token (all axes but the last)"
+    )
+    specs = []
+    for label, seed, shape, eps in layouts:
+        rng = np.random.default_rng(seed)
+        x, G = rng.normal(size=shape) + 0.7, rng.normal(size=shape)  # a mean far from 0
+        gamma = 1 + rng.normal(scale=0.5, size=shape[-1])
+        right = _rms_grads(G, x, gamma, eps)
+        shown = f"grad_y, x: {shape}; gamma: ({shape[-1]},); eps = {eps:g}"
+        for name in _RMS_GRADS:
+            inputs = {"grad_y": G, "x": x, "gamma": gamma, "eps": np.array(eps)}
+            pick = (
+                _per_token_pick(
+                    name, _RMS_GRADS, shape, "(grad_y * x_hat).reshape(-1, d).sum(axis=0)"
+                )
+                if name == "dgamma"
+                else _pick(name, _RMS_GRADS)
+            )
+            specs.append(
+                _Spec(
+                    Case(f"{name} ({label})", inputs, right[name], hint),
+                    _append(),
+                    shown,
+                    _rms_backward_diagnose(name),
+                    pick,
+                )
+            )
+    return _run(fn, "check_rms_norm_backward", specs)
 
 
 # ---------------------------------------------------------------------------
@@ -454,6 +629,142 @@ def check_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport
     return _run(fn, "check_block_parameter_count", specs)
 
 
+def _llama_count(d: int, f: int) -> int:
+    """A LLaMA block: attention and SwiGLU without biases, two RMSNorm gains."""
+    return 4 * d * d + 3 * d * f + 2 * d
+
+
+def _llama_candidates(d: int, f: int) -> list[tuple[int, Finding]]:
+    right = _llama_count(d, f)
+    return [
+        (
+            right - d * f,
+            Finding(
+                "one of the three SwiGLU matrices is missing: it counts 2 d_model d_ff, the "
+                "weights of a ReLU network",
+                "SwiGLU has W_1 and W_3 (d_model x d_ff each) and W_2 (d_ff x d_model)",
+            ),
+        ),
+        (
+            right + 2 * d,
+            Finding(
+                "the norms are counted with a shift each: RMSNorm has a gain and no shift",
+                "two RMSNorms of d_model gains each: 2 d_model",
+            ),
+        ),
+        (
+            right + 4 * d,
+            Finding(
+                "attention biases are counted: LLaMA's projections have no biases",
+                "W_Q, W_K, W_V, W_O without biases: 4 d_model^2",
+            ),
+        ),
+        (
+            right + 2 * f + d,
+            Finding(
+                "feed-forward biases are counted: LLaMA's SwiGLU has none",
+                "W_1, W_3, W_2 without biases: 3 d_model d_ff",
+            ),
+        ),
+        (
+            right + 6 * d + 2 * f,
+            Finding(
+                "biases are counted on every linear layer (4 d_model + 2 d_ff + d_model): "
+                "LLaMA's linear layers have none",
+                "attention 4 d_model^2, SwiGLU 3 d_model d_ff, two RMSNorm gains 2 d_model",
+            ),
+        ),
+        (
+            right - 2 * d,
+            Finding(
+                "the two RMSNorms' gains (2 d_model) are missing",
+                "each RMSNorm has a gain of d_model entries",
+            ),
+        ),
+        (
+            right - d,
+            Finding(
+                "only one RMSNorm is counted; a block has two, one per sublayer",
+                "two RMSNorms of d_model gains each: 2 d_model",
+            ),
+        ),
+        (
+            right + d,
+            Finding(
+                "three RMSNorms are counted; a block has two (the stack's final norm is "
+                "counted once, outside the blocks)",
+                "two RMSNorms of d_model gains each: 2 d_model",
+            ),
+        ),
+        (
+            right - d * d,
+            Finding(
+                "the attention's output projection W_O is missing",
+                "attention has four d_model x d_model matrices: W_Q, W_K, W_V and W_O",
+            ),
+        ),
+    ]
+
+
+def _llama_count_diagnose(d: int, f: int) -> Diagnose:
+    candidates = _llama_candidates(d, f)
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        for value, finding in candidates:
+            if float(got) == value and value != int(case.expected):
+                return [finding]
+        return []
+
+    return diagnose
+
+
+def check_llama_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport:
+    """Check the reader's count of the parameters of one LLaMA block.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(d_model, d_ff) -> int``: the number of parameters of one pre-LN block
+        with RMSNorm and a SwiGLU feed-forward network of width ``d_ff``, as in LLaMA:
+        multi-head attention without biases, ``W_1``, ``W_3``, ``W_2`` without biases,
+        and two RMSNorms with a gain each.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every count is exact. The report recognises a SwiGLU network
+        counted with two matrices, shifts counted in the norms, biases counted in the
+        attention, in the feed-forward network or everywhere, the norms missing, one
+        norm or three, and a missing ``W_O``.
+
+    Examples
+    --------
+    >>> from helpers.checks import check_llama_block_parameter_count
+    >>> def with_biases(d_model, d_ff):  # the chapter's block with SwiGLU and RMSNorm
+    ...     return 4 * d_model**2 + 4 * d_model + 3 * d_model * d_ff + 2 * d_model
+    >>> print(check_llama_block_parameter_count(with_biases).failures[0].problem)
+    attention biases are counted: LLaMA's projections have no biases
+    """
+    layouts = (
+        ("LLaMA-7B (4096, 11008)", 4096, 11008),
+        ("LLaMA-13B (5120, 13824)", 5120, 13824),
+        ("d_model = 48, d_ff = 128", 48, 128),
+        ("d_model = 12, d_ff = 20", 12, 20),
+    )
+    hint = "attention: 4 d_model^2; SwiGLU: 3 d_model d_ff; two RMSNorms: 2 d_model"
+    specs = [
+        _Spec(
+            Case(name, {}, np.array(_llama_count(d, f)), hint, rtol=0.0, atol=0.0),
+            _append(d, f),
+            f"d_model = {d}, d_ff = {f}",
+            _llama_count_diagnose(d, f),
+            exact_integer=True,
+        )
+        for name, d, f in layouts
+    ]
+    return _run(fn, "check_llama_block_parameter_count", specs)
+
+
 # ---------------------------------------------------------------------------
 # check_encoder_block
 # ---------------------------------------------------------------------------
@@ -476,19 +787,21 @@ def _block_variant(X: np.ndarray, p: Mapping[str, np.ndarray], h: int, norm_firs
         act = "gelu" if slip == "gelu" else "relu"
         return feed_forward(x, p["W_1"], p["b_1"], p["W_2"], p["b_2"], activation=act)
 
-    keep = 0.0 if slip == "no residual" else 1.0  # the residual connections, or none
+    # the residual connections: both, or one of them missing, or none
+    keep_att = 0.0 if slip in ("no residual", "no residual around attention") else 1.0
+    keep_ffn = 0.0 if slip in ("no residual", "no residual around the feed-forward") else 1.0
     if norm_first != (slip == "order swapped"):  # pre-LN
         u = ln(X, "ln1")
         normalised = slip.startswith("residual from the normalised input")
-        Z = (u if normalised and "feed-forward" not in slip else keep * X) + mha(u)
+        Z = (u if normalised and "feed-forward" not in slip else keep_att * X) + mha(u)
         v = ln(Z, "ln2")
-        Y = (v if normalised and "attention" not in slip else keep * Z) + ffn(v)
+        Y = (v if normalised and "attention" not in slip else keep_ffn * Z) + ffn(v)
         return ln(Y, "ln2") if slip == "final norm" else Y
     if slip == "norm before the sum":
         Z = X + ln(mha(X), "ln1")
         return Z + ln(ffn(Z), "ln2")
-    Z = ln(keep * X + mha(X), "ln1")
-    return ln(keep * Z + ffn(Z), "ln2")
+    Z = ln(keep_att * X + mha(X), "ln1")
+    return ln(keep_ffn * Z + ffn(Z), "ln2")
 
 
 _BLOCK_SLIPS = {
@@ -523,6 +836,16 @@ _BLOCK_SLIPS = {
     "no residual": (
         "the residual connections are missing: the sublayer's input is not added back",
         "post-LN: LN(x + Sublayer(x)); pre-LN: x + Sublayer(LN(x))",
+    ),
+    "no residual around attention": (
+        "the attention sublayer's residual connection is missing: X is not added back to "
+        "MHA (the feed-forward sublayer's is right)",
+        "post-LN: Z = LN1(X + MHA(X)); pre-LN: Z = X + MHA(LN1(X))",
+    ),
+    "no residual around the feed-forward": (
+        "the feed-forward sublayer's residual connection is missing: Z is not added back to "
+        "FFN (the attention sublayer's is right)",
+        "post-LN: Y = LN2(Z + FFN(Z)); pre-LN: Y = Z + FFN(LN2(Z))",
     ),
     "norm before the sum": (
         "the norm is applied to the sublayer's output before the residual sum, x + "
@@ -582,8 +905,9 @@ def check_encoder_block(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
     CheckReport
         Truthy iff every case passed. The report recognises the other order, ``ln1`` and
         ``ln2`` swapped, a pre-LN residual that adds the normalised input, an extra final
-        norm in pre-LN, missing residual connections, the norm applied before the
-        residual sum, missing attention biases, and GELU instead of ReLU.
+        norm in pre-LN, missing residual connections (both, or either one by name), the
+        norm applied before the residual sum, missing attention biases, and GELU instead
+        of ReLU.
 
     Examples
     --------
