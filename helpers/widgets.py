@@ -58,6 +58,8 @@ _WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
 #: The sentence under a static explorer in a notebook that has not run (or was reopened).
 RUN_HINT = "Run this cell to make the explorer live: until then its controls do nothing."
+#: Hides JupyterLab's "model not found" line left by a saved live view (see static_html).
+DEAD_WIDGET_CSS = ".jp-OutputArea-output.jupyter-widgets.lm-Panel:not(:has(*)){display:none}"
 #: A number that rounded to zero but kept its minus sign ("-0", "-0.00", "-0.0e+00"),
 #: not part of a longer number or a word.
 _NEGATIVE_ZERO = re.compile(r"(?<![\w.])-(0(?:\.0*)?(?:e[+-]?0+)?)(?![\w.])")
@@ -515,6 +517,11 @@ class Explorer:
         # Shown in Jupyter and Colab before the cell runs (and after a saved notebook is
         # reopened); the site hides it (explorer.css), where explorer.js wires the controls.
         parts.append(f'<p class="explorer-hint"><em>{esc(RUN_HINT)}</em></p>')
+        # A notebook saved after the cell ran keeps the live view's output; reopened with a
+        # new kernel, JupyterLab shows "Error displaying widget: model not found" there (an
+        # output panel with text and no element in it). The static view above stands in for
+        # it, so that empty panel is hidden. Nothing else matches: the site has no such class.
+        parts.append(f"<style>{DEAD_WIDGET_CSS}</style>")
         parts.append(f'<script type="application/json" class="explorer-data">{blob}</script>')
         parts.append("</div>")
         parts.append("</div>")

@@ -390,7 +390,8 @@ SHOWN = re.compile(r"^(check_\w+)\((\w+)\): (All \d+ checks passed|The 1 check p
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
 def test_reference_solutions_pass_their_checks(chapter):
-    """Where a chapter shows a self-check's report (the last line of a solution cell), it
+    """Where a chapter shows a self-check's report (the last line of a solution cell; the
+    check displays it where it runs), it
     is "passed": nbval re-executes the chapter and compares that output, so this holds for
     the current code. (tests/colab runs every check on the reference solutions.)"""
     source = nbformat.read(chapter, as_version=4)
@@ -406,7 +407,7 @@ def test_reference_solutions_pass_their_checks(chapter):
         text = "".join(
             o.get("data", {}).get("text/plain", "")
             for o in cell.outputs
-            if o.output_type == "execute_result"
+            if o.output_type in ("execute_result", "display_data")
         )
         assert (call.func.attr, call.args[0].id) in [m[:2] for m in SHOWN.findall(text)], text
         shown += 1

@@ -133,7 +133,7 @@ def test_display_shows_the_static_explorer_then_the_live_one():
 
 
 def test_static_view_asks_to_run_the_cell_and_the_live_view_hides_it():
-    from helpers.widgets import RUN_HINT
+    from helpers.widgets import DEAD_WIDGET_CSS, RUN_HINT
 
     ex = softmax_explorer()
     tree = Tree(ex.static_html())
@@ -141,6 +141,7 @@ def test_static_view_asks_to_run_the_cell_and_the_live_view_hides_it():
     static_class = wrapper["class"]
     assert static_class.endswith("-static") and root["class"] == "explorer"
     assert RUN_HINT in ex.static_html() and "Run this cell" in RUN_HINT
+    assert f"<style>{DEAD_WIDGET_CSS}</style>" in ex.static_html()
     style = ex.widget.children[-1]
     assert isinstance(style, ipywidgets.HTML)
     assert style.value == f"<style>.{static_class} {{ display: none !important; }}</style>"

@@ -84,6 +84,7 @@ from helpers.checks.multihead import (
     check_multi_head_attention,
 )
 from helpers.checks.notebook import install as _install_notebook_handler
+from helpers.checks.notebook import shown_where_called as _shown_where_called
 from helpers.checks.positional import (
     check_alibi_slopes,
     check_rope,
@@ -169,3 +170,8 @@ __all__ = [
     "run_checks",
     "run_self_check",
 ]
+
+# In a notebook, every check's report shows where the check runs (in a loop too).
+for _name in [n for n in __all__ if n.startswith("check_")]:
+    globals()[_name] = _shown_where_called(globals()[_name])
+del _name

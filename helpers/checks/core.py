@@ -184,6 +184,19 @@ class CheckReport:
     def __bool__(self) -> bool:
         return self.passed
 
+    def _ipython_display_(self) -> None:
+        """Show the report, unless the check already showed it in this cell.
+
+        In a notebook every ``check_*`` call shows its report where it runs (inside a
+        loop too; see :func:`helpers.checks.notebook.shown_where_called`). When the call
+        is also the cell's last line, IPython asks to show the value again: that second
+        showing is skipped. The same report shown from a later cell appears as usual.
+        """
+        from helpers.checks.notebook import already_shown, show
+
+        if not already_shown(self):
+            show(self)
+
     def __repr__(self) -> str:
         n = len(self.results)
         head = f"{self.check}({self.function})"

@@ -19,9 +19,59 @@ import sys
 from types import TracebackType
 from typing import Any
 
-__all__ = ["install", "not_defined_report"]
+__all__ = ["already_shown", "install", "not_defined_report", "show", "shown_where_called"]
 
 _MARK = "_helpers_checks_name_error"  # set on the shell when its handler is this module's
+_SHOWN = "_shown_in_cell"  # set on a report shown by the check that made it: (shell, cell)
+
+
+def _shell() -> Any:
+    """The running IPython shell, or None (plain Python, or IPython not installed)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is installed with the book
+        return None
+    return get_ipython()
+
+
+def _cell_key(shell: Any) -> tuple[int, int]:
+    return id(shell), int(getattr(shell, "execution_count", 0) or 0)
+
+
+def show(report: Any) -> None:
+    """Display `report` as text in the running notebook (no-op outside IPython)."""
+    shell = _shell()
+    if shell is None:
+        return
+    from IPython.display import display
+
+    display({"text/plain": repr(report)}, raw=True)
+    object.__setattr__(report, _SHOWN, _cell_key(shell))
+
+
+def already_shown(report: Any) -> bool:
+    """Whether `report` was shown by its check in the cell that is running now."""
+    shell = _shell()
+    return shell is not None and getattr(report, _SHOWN, None) == _cell_key(shell)
+
+
+def shown_where_called(check: Any) -> Any:
+    """Wrap a ``check_*`` function so that, in a notebook, its report shows where it runs.
+
+    Without this a report shows only when the call is a cell's last line: a check inside
+    a loop, or followed by other code, says nothing. Outside IPython the wrapper only
+    returns the report. The wrapper keeps the check's name, docstring and signature.
+    """
+    import functools
+
+    @functools.wraps(check)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        report = check(*args, **kwargs)
+        if _shell() is not None and hasattr(report, "check") and hasattr(report, "results"):
+            show(report)
+        return report
+
+    return wrapper
 
 
 def _check_call(source: str) -> tuple[str, list[str]] | None:

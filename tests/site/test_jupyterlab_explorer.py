@@ -9,7 +9,7 @@ headless Chromium drives it:
    run the cell, and no widget error;
 2. run, the live widget (slider and picture) appears and the static copy is hidden;
 3. saved, its kernel shut down, and opened again, the static explorer and its sentence
-   show again (JupyterLab shows its "model not found" line only where the widget was).
+   show again, and JupyterLab's "model not found" line, where the widget was, is hidden.
 
 Screenshots of the three states go to _build/screenshots/jupyterlab/.
 """
@@ -273,6 +273,8 @@ def test_explorer_before_a_run_live_and_after_save_and_reopen(browser, lab):
         context.close()
     assert reopened["explorer"] and reopened["image"], reopened
     assert reopened["hint"] == RUN_HINT
+    # the saved live view's "model not found" line is hidden (DEAD_WIDGET_CSS)
+    assert "Error displaying widget" not in reopened["text"], reopened["text"]
 
 
 def test_the_colab_edition_opens_with_its_solutions_collapsed(browser, lab):
