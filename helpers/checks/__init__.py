@@ -87,6 +87,7 @@ from helpers.checks.positional import (
 from helpers.checks.softmax import (
     check_entropy,
     check_log_softmax,
+    check_log_softmax_backward,
     check_logsumexp,
     check_softmax,
     check_softmax_jacobian,
@@ -125,6 +126,7 @@ __all__ = [
     "check_layer_norm_backward",
     "check_load_balancing_loss",
     "check_log_softmax",
+    "check_log_softmax_backward",
     "check_logsumexp",
     "check_masked_attention",
     "check_mha_backward",

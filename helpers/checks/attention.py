@@ -664,14 +664,15 @@ def check_attention_grad(
 
     Examples
     --------
-    >>> from helpers import attention_backward, scaled_dot_product_attention
+    A wrong answer is caught and explained (a correct one is for the reader to write):
+
+    >>> import numpy as np
     >>> from helpers.checks import check_attention_grad
-    >>> def grads(Q, K, V, G):
-    ...     weights = scaled_dot_product_attention(Q, K, V)[1]
-    ...     return attention_backward(Q, K, V, weights, G)
-    >>> check_attention_grad(grads)
-    check_attention_grad(grads): All 6 checks passed: square: dQ, square: dK, square: dV,
-        cross shapes: dQ, cross shapes: dK, cross shapes: dV.
+    >>> def only_values(Q, K, V, G):  # stops at dV: Q and K get no gradient
+    ...     return np.zeros_like(Q), np.zeros_like(K), np.ones_like(V)
+    >>> report = check_attention_grad(only_values)
+    >>> bool(report), report.status
+    (False, 'failed')
     """
     _require_callable(fn, "check_attention_grad")
     rng = np.random.default_rng(3)
