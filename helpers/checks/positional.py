@@ -348,9 +348,8 @@ _ROPE_FORMULA = (
 )
 
 _ROPE_IN_PLACE_HINT = (
-    "x[..., 0::2] = ... overwrites the caller's array, and the second coordinate of each "
-    "pair is then computed from the already rotated first one: compute both from the "
-    "original into a new array, e.g. out = np.empty_like(x)"
+    "compute both coordinates of each pair from the original values of x, and write them "
+    "into a new array (e.g. out = np.empty_like(x)) so that the caller's x is unchanged"
 )
 
 
@@ -706,8 +705,8 @@ def _slope_slips(h: int) -> list[tuple[np.ndarray, Finding]]:
         (
             np.sort(right)[::-1],
             Finding(
-                "the right slopes, sorted: the rule keeps the p power-of-2 slopes first and "
-                "appends the extra ones after them",
+                "the right slopes, sorted: the rule keeps the h0 slopes of the largest power "
+                "of 2, h0 <= h, first and appends the extra ones after them",
                 power_hint,
             ),
         ),
