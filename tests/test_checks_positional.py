@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import helpers
+from helpers import checks
 from helpers.checks import (
     check_alibi_slopes,
     check_rope,
@@ -518,3 +519,34 @@ def test_negated_slopes_are_named():
     for problem in problems_by_case.values():
         assert "the slopes are negative" in problem
         assert "the minus sign belongs to the bias" in problem
+
+
+def _concatenated_shift(k, d_model):
+    half = d_model // 2
+    i = np.arange(half)
+    a = k * 10000.0 ** (-2 * i / d_model)
+    R = np.zeros((d_model, d_model))
+    R[i, i], R[i, i + half], R[i + half, i], R[i + half, i + half] = (
+        np.cos(a),
+        -np.sin(a),
+        np.sin(a),
+        np.cos(a),
+    )
+    return R
+
+
+@pytest.mark.parametrize(
+    ("wrong", "problem"),
+    [
+        (helpers.sinusoidal_shift, "this is R for the interleaved layout"),
+        (lambda k, d: _concatenated_shift(k, d).T, "this is R(-k) = R(k)^T"),
+        (lambda k, d: _concatenated_shift(1, d), "whatever k is"),
+    ],
+)
+def test_check_concatenated_shift_names_each_mistake(wrong, problem):
+    assert checks.check_concatenated_shift(_concatenated_shift).status == "passed"
+    # the interleaved layout's own check rejects the concatenated matrix, and vice versa
+    assert check_sinusoidal_shift(_concatenated_shift).status == "failed"
+    report = checks.check_concatenated_shift(wrong)
+    assert report.status == "failed"
+    assert any(problem in f.problem for f in report.failures), report

@@ -1,9 +1,9 @@
 """No exercise asks for a function the chapter body has already printed.
 
 A solution function is flagged when, up to names, docstrings, defaults and annotations
-(renamed canonically in order of appearance), its syntax tree is a near-copy (token
-similarity >= NEAR_COPY) of a function that the chapter defines before its exercises.
-Exercises whose title starts with "Warm-up" may repeat the chapter.
+(names renamed canonically in order of appearance), the tokens of its source are a
+near-copy (similarity >= NEAR_COPY) of those of a function that the chapter defines
+before its exercises. Exercises whose title starts with "Warm-up" may repeat the chapter.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 EXERCISE = re.compile(r"```\{exercise\}")
 WARM_UP = re.compile(r"```\{exercise\}\s*Warm-up", re.I)
-NEAR_COPY = 0.85
+NEAR_COPY = 0.8  # measured: copies >= 0.84, distinct solutions <= 0.75
 
 
 class _Canonical(ast.NodeTransformer):
@@ -49,8 +49,10 @@ class _Canonical(ast.NodeTransformer):
 
 
 def normalised_tokens(fn: ast.FunctionDef) -> list[str]:
+    """The tokens of the function's source after renaming: attributes, calls, constants
+    and operators stay, so two functions that compute differently differ."""
     tree = _Canonical().visit(ast.parse(ast.unparse(fn)))
-    return re.findall(r"\w+|[^\w\s]", ast.dump(tree))
+    return re.findall(r"\w+|[^\w\s]", ast.unparse(tree))
 
 
 def _functions(code: str) -> list[ast.FunctionDef]:
@@ -93,9 +95,9 @@ def near_copies(path) -> list[tuple[str, str, float]]:
     return found
 
 
-# Chapters where near-copies remain on this branch (see the branch's report): strict, so
-# that the change that removes them must also remove them from here.
-PENDING = {"01_softmax", "04_positional_encodings", "06_transformer_block"}
+# Chapter 6's exercises, being rewritten on another branch: strict, so that the merge
+# that removes its near-copies must also remove it from here.
+PENDING = {"06_transformer_block"}
 
 
 @pytest.mark.parametrize(

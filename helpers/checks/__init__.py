@@ -42,6 +42,7 @@ from helpers.checks.attention import (
     check_attention_grad,
     check_causal_mask,
     check_masked_attention,
+    check_self_attention_grad,
 )
 from helpers.checks.core import (
     ATOL_FLOAT32,
@@ -79,6 +80,7 @@ from helpers.checks.multihead import (
 )
 from helpers.checks.positional import (
     check_alibi_slopes,
+    check_concatenated_shift,
     check_rope,
     check_rope_layout_conversion,
     check_sinusoidal_encoding,
@@ -119,6 +121,7 @@ __all__ = [
     "check_block_parameter_count",
     "check_causal_linear_attention",
     "check_causal_mask",
+    "check_concatenated_shift",
     "check_encoder_block",
     "check_entropy",
     "check_kv_cache_bytes",
@@ -137,6 +140,7 @@ __all__ = [
     "check_online_softmax_merge",
     "check_rope",
     "check_rope_layout_conversion",
+    "check_self_attention_grad",
     "check_sinusoidal_encoding",
     "check_sinusoidal_shift",
     "check_softmax",

@@ -29,6 +29,7 @@ from helpers.positional import (
 
 __all__ = [
     "check_alibi_slopes",
+    "check_concatenated_shift",
     "check_rope",
     "check_rope_layout_conversion",
     "check_sinusoidal_encoding",
@@ -285,6 +286,38 @@ def _shift_diagnose(k: float, d: int) -> Diagnose:
     return diagnose
 
 
+_SHIFT_CONCAT_FORMULA = (
+    "in the concatenated layout PE' = PE Pi, R' = Pi^T R Pi: the 2 x 2 rotation of pair i "
+    "[[cos(k w_i), -sin(k w_i)], [sin(k w_i), cos(k w_i)]] sits at rows and columns i and "
+    "i + d_model/2, w_i = 10000**(-2i/d_model)"
+)
+
+
+def _shift_text_concatenated(kind: str, variant: str) -> Finding:
+    if kind == "pairs":
+        return Finding(
+            "the blocks couple coordinates 2i and 2i + 1: this is R for the interleaved "
+            "layout; in the concatenated layout sin and cos of pair i are in columns i and "
+            "i + d_model/2",
+            "conjugate by the permutation: R' = Pi^T R Pi, whose block of pair i sits at rows "
+            "and columns i and i + d_model/2",
+        )
+    return _shift_text(kind, variant)
+
+
+def _shift_diagnose_concatenated(k: float, d: int) -> Diagnose:
+    def answer(variant: Variant) -> np.ndarray:
+        # The right answer here is the "(i, i+d/2)" variant, and the interleaved R a slip.
+        v = dict(variant)
+        v["pairs"] = "(2i, 2i+1)" if v.get("pairs") == "(i, i+d/2)" else "(i, i+d/2)"
+        return _shift_variant(k, d, v)
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        return _recognise(got, _SHIFT_SLIPS, answer, _shift_text_concatenated)
+
+    return diagnose
+
+
 def check_sinusoidal_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckReport:
     """Check the reader's shift matrix of the sinusoidal encoding.
 
@@ -311,6 +344,44 @@ def check_sinusoidal_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckRepo
     >>> wrong.failures[0].problem.split(":")[0]
     'this is R(-k) = R(k)^T'
     """
+    return _check_shift(fn, "interleaved", "check_sinusoidal_shift")
+
+
+def check_concatenated_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's shift matrix of the sinusoidal encoding in the concatenated layout.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(k, d_model) -> R'`` of shape ``(d_model, d_model)``, called with Python
+        ints, such that ``PE'[p + k] = PE'[p] @ R'`` for every ``p``, where
+        ``PE' = PE[:, evens then odds]`` is the encoding with all sines first, then all
+        cosines.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches ``Pi^T R Pi`` with ``R`` from
+        :func:`helpers.sinusoidal_shift`. The report recognises the interleaved layout's
+        ``R`` (blocks on pairs ``2i, 2i + 1``), the transposed matrix, an angle not
+        multiplied by ``k`` and a missing 2 in the exponent.
+
+    Examples
+    --------
+    The chapter's interleaved matrix is the typical wrong answer:
+
+    >>> from helpers import sinusoidal_shift
+    >>> from helpers.checks import check_concatenated_shift
+    >>> report = check_concatenated_shift(sinusoidal_shift)
+    >>> report.failures[0].problem.split(":")[0]
+    'the blocks couple coordinates 2i and 2i + 1'
+    """
+    return _check_shift(fn, "concatenated", "check_concatenated_shift")
+
+
+def _check_shift(
+    fn: Callable[[int, int], npt.ArrayLike], layout: str, check_name: str
+) -> CheckReport:
     layouts = [
         ("k = 1, d_model = 4", 1, 4),
         ("k = 5, d_model = 8", 5, 8),
@@ -318,16 +389,28 @@ def check_sinusoidal_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckRepo
         ("no shift, k = 0", 0, 4),
         ("a long shift, k = 250, d_model = 16", 250, 16),
     ]
+    concatenated = layout == "concatenated"
+
+    def expected(k: int, d: int) -> np.ndarray:
+        R = sinusoidal_shift(k, d)
+        order = _evens_then_odds(d)
+        return R[np.ix_(order, order)] if concatenated else R
+
     specs = [
         _Spec(
-            Case(name, {}, sinusoidal_shift(k, d), _SHIFT_FORMULA),
+            Case(
+                name,
+                {},
+                expected(k, d),
+                _SHIFT_CONCAT_FORMULA if concatenated else _SHIFT_FORMULA,
+            ),
             _append(k, d),
-            f"k = {k}, d_model = {d}",
-            _shift_diagnose(k, d),
+            f"k = {k}, d_model = {d}" + (", concatenated layout" if concatenated else ""),
+            (_shift_diagnose_concatenated if concatenated else _shift_diagnose)(k, d),
         )
         for name, k, d in layouts
     ]
-    return _run(fn, "check_sinusoidal_shift", specs)
+    return _run(fn, check_name, specs)
 
 
 # ---------------------------------------------------------------------------
