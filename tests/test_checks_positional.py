@@ -550,3 +550,44 @@ def test_check_concatenated_shift_names_each_mistake(wrong, problem):
     report = checks.check_concatenated_shift(wrong)
     assert report.status == "failed"
     assert any(problem in f.problem for f in report.failures), report
+
+
+def _rope_half(x, positions):
+    h = x.shape[-1] // 2
+    angle = np.asarray(positions, dtype=float)[:, None] * 10000.0 ** (-2 * np.arange(h) / (2 * h))
+    a, b = x[..., :h], x[..., h:]
+    return np.concatenate(
+        [a * np.cos(angle) - b * np.sin(angle), a * np.sin(angle) + b * np.cos(angle)], axis=-1
+    )
+
+
+def _rope_half_in_place(x, positions):
+    x[...] = _rope_half(x, positions)
+    return x
+
+
+def _rope_half_sequential(x, positions):
+    h = x.shape[-1] // 2
+    angle = np.asarray(positions, dtype=float)[:, None] * 10000.0 ** (-2 * np.arange(h) / (2 * h))
+    out = x.copy()
+    out[..., :h] = x[..., :h] * np.cos(angle) - x[..., h:] * np.sin(angle)
+    out[..., h:] = out[..., :h] * np.sin(angle) + x[..., h:] * np.cos(angle)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("wrong", "problem"),
+    [
+        (helpers.rope, "the interleaved layout"),
+        (lambda x, p: _rope_half(x, -np.asarray(p)), "rotated the wrong way"),
+        (lambda x, p: _rope_half(x, np.arange(x.shape[-2])), "positions argument is ignored"),
+        (_rope_half_in_place, "changed its input x in place"),
+        (_rope_half_sequential, "already rotated first"),
+    ],
+)
+def test_check_rope_half_names_each_mistake(wrong, problem):
+    assert checks.check_rope_half(_rope_half).status == "passed"
+    assert checks.check_rope(_rope_half).status == "failed"
+    report = checks.check_rope_half(wrong)
+    assert report.status == "failed"
+    assert any(problem in f.problem for f in report.failures), report

@@ -31,6 +31,7 @@ __all__ = [
     "check_alibi_slopes",
     "check_concatenated_shift",
     "check_rope",
+    "check_rope_half",
     "check_rope_layout_conversion",
     "check_sinusoidal_encoding",
     "check_sinusoidal_shift",
@@ -592,6 +593,97 @@ def check_rope(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> CheckRe
         for name, x, p in layouts
     ]
     report = _run(fn, "check_rope", specs)
+    return _with_hint(report, "in place", _ROPE_IN_PLACE_HINT)
+
+
+_ROPE_HALF_FORMULA = (
+    "for each row t and pair i, (a, b) = (x[t, i], x[t, i + d/2]) becomes (a cos f - b sin f, "
+    "a sin f + b cos f) with f = positions[t] * 10000**(-2i/d)"
+)
+
+
+def _rope_half_text(kind: str, variant: str) -> Finding:
+    if kind == "pairs":
+        return Finding(
+            "the pairs are (2i, 2i+1), the interleaved layout; this exercise rotates the "
+            "rotate-half pairs (i, i + d/2)",
+            "take a = x[..., :d/2], b = x[..., d/2:] and write the results back to the same "
+            "columns",
+        )
+    if kind == "update":
+        return Finding(
+            "the second coordinate of each pair is computed from the already rotated first "
+            "one (the pair is updated one coordinate at a time, in a copy or in x)",
+            "compute both new coordinates from the original a = x[..., :d/2] and "
+            "b = x[..., d/2:], and write them into a new array: out = np.empty_like(x)",
+        )
+    return _rope_text(kind, variant)
+
+
+def _rope_half_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    x, positions = np.asarray(case.inputs["x"]), np.asarray(case.inputs["positions"])
+
+    def answer(variant: Variant) -> np.ndarray:
+        # The right answer here is the "half" variant, and the interleaved one a slip.
+        v = dict(variant)
+        v["pairs"] = "interleaved" if v.get("pairs") == "half" else "half"
+        return _rope_variant(x, positions, v)
+
+    found = _recognise(got, _ROPE_SLIPS, answer, _rope_half_text)
+    return found or _float32_angles(x, np.asarray(case.expected), got)
+
+
+def check_rope_half(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's RoPE in the rotate-half layout (Hugging Face's).
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(x, positions) -> rotated`` with ``x`` of shape ``(..., n, d)`` (``d`` even)
+        and ``positions`` of shape ``(n,)``: pair ``(x[..., t, i], x[..., t, i + d/2])``
+        is rotated counterclockwise by ``positions[t] * 10000 ** (-2i / d)``. Same shape
+        and dtype as ``x``; ``x`` itself must not change.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches :func:`helpers.rope` with ``layout="half"``. The
+        report recognises the interleaved layout, a rotation the wrong way, a missing 2
+        in the exponent, coordinate-wise frequencies, ignored positions, a rotation in
+        place, a pair updated one coordinate at a time, and angles computed in float32.
+
+    Examples
+    --------
+    The interleaved layout, the chapter's, is the typical wrong answer:
+
+    >>> from helpers import rope
+    >>> from helpers.checks import check_rope_half
+    >>> report = check_rope_half(rope)
+    >>> report.failures[0].problem.split(",")[0]
+    'the pairs are (2i'
+    """
+    rng = np.random.default_rng(6)
+    layouts = [
+        ("5 positions, d = 4", rng.normal(size=(5, 4)), np.arange(5)),
+        ("positions 0, 7, 100; d = 8", rng.normal(size=(3, 8)), np.array([0, 7, 100])),
+        ("two heads, x of shape (2, 6, 8)", rng.normal(size=(2, 6, 8)), np.arange(10, 16)),
+        ("float32 input", rng.normal(size=(3, 6)).astype(np.float32), np.array([1, 2, 3])),
+    ]
+    specs = [
+        _Spec(
+            Case(
+                name,
+                {"x": x, "positions": p},
+                rope(x.astype(np.float64), p, layout="half"),
+                _ROPE_HALF_FORMULA,
+            ),
+            lambda *arrays: arrays,
+            f"x: {x.shape} ({x.dtype}), positions = {list(map(int, p))}",
+            _rope_half_diagnose,
+        )
+        for name, x, p in layouts
+    ]
+    report = _run(fn, "check_rope_half", specs)
     return _with_hint(report, "in place", _ROPE_IN_PLACE_HINT)
 
 
