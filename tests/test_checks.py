@@ -383,3 +383,40 @@ def test_the_core_runs_new_checks_with_several_inputs():
         checks.RTOL_FLOAT32
         == Case("c", {"a": np.ones(1, np.float32)}, np.ones(1), "").tolerances()[0]
     )
+
+
+def _log_softmax_vjp(z, g):
+    return g - helpers.softmax(z) * g.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "problem"),
+    [
+        (lambda z, g: g - helpers.softmax(z), "the factor sum_i g_i is missing"),
+        (
+            lambda z, g: g - (helpers.softmax(z) * g).sum(axis=-1, keepdims=True),
+            "applied untransposed",
+        ),
+        (
+            lambda z, g: (
+                helpers.softmax(z) * (g - (helpers.softmax(z) * g).sum(axis=-1, keepdims=True))
+            ),
+            "the backward pass of softmax",
+        ),
+        (lambda z, g: g - helpers.softmax(z) * g.sum(), "over the whole array"),
+        (
+            lambda z, g: (
+                g - np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True) * g.sum(-1, keepdims=True)
+            ),
+            "nan",
+        ),
+    ],
+)
+def test_check_log_softmax_backward_names_each_mistake(wrong, problem):
+    from helpers.checks import check_log_softmax_backward
+
+    assert check_log_softmax_backward(_log_softmax_vjp).status == "passed"
+    with np.errstate(all="ignore"):
+        report = check_log_softmax_backward(wrong)
+    assert report.status == "failed"
+    assert any(problem in f.problem for f in report.failures), report

@@ -543,3 +543,48 @@ def test_a_float_causal_mask_of_zeros_and_ones_fails_every_case():
     assert "(dtype float64)" in report.failures[0].got
     assert "np.tril(np.ones((n, n), dtype=bool))" in flat(report)
     assert check_causal_mask(lambda n: tril_mask_of_ones(n).astype(bool))
+
+
+def _self_attention_parts(X, W_Q, W_K, W_V, G):
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    return helpers.attention_backward(Q, K, V, helpers.scaled_dot_product_attention(Q, K, V)[1], G)
+
+
+def _self_attention_grad(X, W_Q, W_K, W_V, G):
+    dQ, dK, dV = _self_attention_parts(X, W_Q, W_K, W_V, G)
+    return dQ @ W_Q.T + dK @ W_K.T + dV @ W_V.T, X.T @ dQ, X.T @ dK, X.T @ dV
+
+
+def _replace(index, value):
+    def wrong(X, W_Q, W_K, W_V, G):
+        right = list(_self_attention_grad(X, W_Q, W_K, W_V, G))
+        right[index] = value(X, W_Q, W_K, W_V, G, *_self_attention_parts(X, W_Q, W_K, W_V, G))
+        return tuple(right)
+
+    return wrong
+
+
+@pytest.mark.parametrize(
+    ("wrong", "problem"),
+    [
+        (_replace(0, lambda X, Wq, Wk, Wv, G, dQ, dK, dV: dV @ Wv.T), "through Q, K are missing"),
+        (
+            _replace(0, lambda X, Wq, Wk, Wv, G, dQ, dK, dV: dQ @ Wq.T + dV @ Wv.T),
+            "the path(s) through K are missing",
+        ),
+        (_replace(0, lambda X, Wq, Wk, Wv, G, dQ, dK, dV: dQ + dK + dV), "projections are missing"),
+        (_replace(1, lambda X, Wq, Wk, Wv, G, dQ, dK, dV: dQ.T @ X), "dW_Q is transposed"),
+        (
+            _replace(2, lambda X, Wq, Wk, Wv, G, dQ, dK, dV: X.T @ dQ),
+            "roles of Q and K are swapped",
+        ),
+        (lambda *args: _self_attention_grad(*args)[:3], "it must return four arrays"),
+    ],
+)
+def test_check_self_attention_grad_names_each_mistake(wrong, problem):
+    from helpers.checks import check_self_attention_grad
+
+    assert check_self_attention_grad(_self_attention_grad).status == "passed"
+    report = check_self_attention_grad(wrong)
+    assert report.status == "failed"
+    assert any(problem in f.problem + f.got for f in report.failures), report

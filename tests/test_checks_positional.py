@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import helpers
+from helpers import checks
 from helpers.checks import (
     check_alibi_slopes,
     check_rope,
@@ -518,3 +519,75 @@ def test_negated_slopes_are_named():
     for problem in problems_by_case.values():
         assert "the slopes are negative" in problem
         assert "the minus sign belongs to the bias" in problem
+
+
+def _concatenated_shift(k, d_model):
+    half = d_model // 2
+    i = np.arange(half)
+    a = k * 10000.0 ** (-2 * i / d_model)
+    R = np.zeros((d_model, d_model))
+    R[i, i], R[i, i + half], R[i + half, i], R[i + half, i + half] = (
+        np.cos(a),
+        -np.sin(a),
+        np.sin(a),
+        np.cos(a),
+    )
+    return R
+
+
+@pytest.mark.parametrize(
+    ("wrong", "problem"),
+    [
+        (helpers.sinusoidal_shift, "this is R for the interleaved layout"),
+        (lambda k, d: _concatenated_shift(k, d).T, "this is R(-k) = R(k)^T"),
+        (lambda k, d: _concatenated_shift(1, d), "whatever k is"),
+    ],
+)
+def test_check_concatenated_shift_names_each_mistake(wrong, problem):
+    assert checks.check_concatenated_shift(_concatenated_shift).status == "passed"
+    # the interleaved layout's own check rejects the concatenated matrix, and vice versa
+    assert check_sinusoidal_shift(_concatenated_shift).status == "failed"
+    report = checks.check_concatenated_shift(wrong)
+    assert report.status == "failed"
+    assert any(problem in f.problem for f in report.failures), report
+
+
+def _rope_half(x, positions):
+    h = x.shape[-1] // 2
+    angle = np.asarray(positions, dtype=float)[:, None] * 10000.0 ** (-2 * np.arange(h) / (2 * h))
+    a, b = x[..., :h], x[..., h:]
+    return np.concatenate(
+        [a * np.cos(angle) - b * np.sin(angle), a * np.sin(angle) + b * np.cos(angle)], axis=-1
+    )
+
+
+def _rope_half_in_place(x, positions):
+    x[...] = _rope_half(x, positions)
+    return x
+
+
+def _rope_half_sequential(x, positions):
+    h = x.shape[-1] // 2
+    angle = np.asarray(positions, dtype=float)[:, None] * 10000.0 ** (-2 * np.arange(h) / (2 * h))
+    out = x.copy()
+    out[..., :h] = x[..., :h] * np.cos(angle) - x[..., h:] * np.sin(angle)
+    out[..., h:] = out[..., :h] * np.sin(angle) + x[..., h:] * np.cos(angle)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("wrong", "problem"),
+    [
+        (helpers.rope, "the interleaved layout"),
+        (lambda x, p: _rope_half(x, -np.asarray(p)), "rotated the wrong way"),
+        (lambda x, p: _rope_half(x, np.arange(x.shape[-2])), "positions argument is ignored"),
+        (_rope_half_in_place, "changed its input x in place"),
+        (_rope_half_sequential, "already rotated first"),
+    ],
+)
+def test_check_rope_half_names_each_mistake(wrong, problem):
+    assert checks.check_rope_half(_rope_half).status == "passed"
+    assert checks.check_rope(_rope_half).status == "failed"
+    report = checks.check_rope_half(wrong)
+    assert report.status == "failed"
+    assert any(problem in f.problem for f in report.failures), report

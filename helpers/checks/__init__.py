@@ -42,6 +42,7 @@ from helpers.checks.attention import (
     check_attention_grad,
     check_causal_mask,
     check_masked_attention,
+    check_self_attention_grad,
 )
 from helpers.checks.circuits import (
     check_k_composition_score,
@@ -87,7 +88,9 @@ from helpers.checks.notebook import install as _install_notebook_handler
 from helpers.checks.notebook import shown_where_called as _shown_where_called
 from helpers.checks.positional import (
     check_alibi_slopes,
+    check_concatenated_shift,
     check_rope,
+    check_rope_half,
     check_rope_layout_conversion,
     check_sinusoidal_encoding,
     check_sinusoidal_shift,
@@ -95,6 +98,7 @@ from helpers.checks.positional import (
 from helpers.checks.softmax import (
     check_entropy,
     check_log_softmax,
+    check_log_softmax_backward,
     check_logsumexp,
     check_softmax,
     check_softmax_jacobian,
@@ -136,6 +140,7 @@ __all__ = [
     "check_block_parameter_count",
     "check_causal_linear_attention",
     "check_causal_mask",
+    "check_concatenated_shift",
     "check_encoder_block",
     "check_entropy",
     "check_k_composition_score",
@@ -145,6 +150,7 @@ __all__ = [
     "check_llama_block_parameter_count",
     "check_load_balancing_loss",
     "check_log_softmax",
+    "check_log_softmax_backward",
     "check_logsumexp",
     "check_masked_attention",
     "check_mha_backward",
@@ -158,7 +164,9 @@ __all__ = [
     "check_previous_token_score",
     "check_rms_norm_backward",
     "check_rope",
+    "check_rope_half",
     "check_rope_layout_conversion",
+    "check_self_attention_grad",
     "check_self_attention_jacobian",
     "check_sinusoidal_encoding",
     "check_sinusoidal_shift",

@@ -25,6 +25,7 @@ __all__ = [
     "check_attention_grad",
     "check_causal_mask",
     "check_masked_attention",
+    "check_self_attention_grad",
 ]
 
 _F32 = np.float32
@@ -664,14 +665,15 @@ def check_attention_grad(
 
     Examples
     --------
-    >>> from helpers import attention_backward, scaled_dot_product_attention
+    A wrong answer is caught and explained (a correct one is for the reader to write):
+
+    >>> import numpy as np
     >>> from helpers.checks import check_attention_grad
-    >>> def grads(Q, K, V, G):
-    ...     weights = scaled_dot_product_attention(Q, K, V)[1]
-    ...     return attention_backward(Q, K, V, weights, G)
-    >>> check_attention_grad(grads)
-    check_attention_grad(grads): All 6 checks passed: square: dQ, square: dK, square: dV,
-        cross shapes: dQ, cross shapes: dK, cross shapes: dV.
+    >>> def only_values(Q, K, V, G):  # stops at dV: Q and K get no gradient
+    ...     return np.zeros_like(Q), np.zeros_like(K), np.ones_like(V)
+    >>> report = check_attention_grad(only_values)
+    >>> bool(report), report.status
+    (False, 'failed')
     """
     _require_callable(fn, "check_attention_grad")
     rng = np.random.default_rng(3)
@@ -709,3 +711,160 @@ def check_attention_grad(
             )
             results.extend(report.results)
     return CheckReport(check="check_attention_grad", function=_name_of(fn), results=tuple(results))
+
+
+_SELF_NAMES = ("dX", "dW_Q", "dW_K", "dW_V")
+_SELF_FORMULAS = (
+    "with Q = X W_Q, K = X W_K, V = X W_V and (dQ, dK, dV) the gradients of attention: "
+    "dW_Q = X.T @ dQ, dW_K = X.T @ dK, dW_V = X.T @ dV, and X feeds all three, so "
+    "dX = dQ @ W_Q.T + dK @ W_K.T + dV @ W_V.T"
+)
+
+
+def _self_part(fn: Callable[..., object], index: int) -> Callable[..., object]:
+    """``fn`` returning only gradient ``index`` of its ``(dX, dW_Q, dW_K, dW_V)``."""
+
+    @functools.wraps(fn)
+    def part(*args: np.ndarray) -> object:
+        result = fn(*args)
+        if not isinstance(result, (tuple, list)) or len(result) != 4:
+            what = f"a {type(result).__name__}"
+            if isinstance(result, (tuple, list)):
+                what += f" of length {len(result)}"
+            raise ValueError(
+                f"it must return four arrays (dX, dW_Q, dW_K, dW_V); it returned {what}"
+            )
+        return result[index]
+
+    return part
+
+
+def _self_slips(
+    X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray, G: np.ndarray, index: int
+) -> list[tuple[np.ndarray, Finding]]:
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    dQ, dK, dV = attention_backward(Q, K, V, scaled_dot_product_attention(Q, K, V)[1], G)
+    through = {"Q": dQ @ W_Q.T, "K": dK @ W_K.T, "V": dV @ W_V.T}
+    if index == 0:
+        slips = []
+        for missing in (("Q", "K"), ("K",), ("Q",), ("V",), ("K", "V"), ("Q", "V")):
+            kept = [name for name in "QKV" if name not in missing]
+            slips.append(
+                (
+                    sum(through[name] for name in kept),
+                    Finding(
+                        f"only the path(s) through {', '.join(kept)} are included; the "
+                        f"path(s) through {', '.join(missing)} are missing: X makes the "
+                        "queries, the keys and the values",
+                        _SELF_FORMULAS,
+                    ),
+                )
+            )
+        if dQ.shape == dK.shape == dV.shape == X.shape:
+            slips.append(
+                (
+                    dQ + dK + dV,
+                    Finding(
+                        "it equals dQ + dK + dV: the projections are missing; each path "
+                        "goes back through its own matrix, dQ @ W_Q.T and so on",
+                        _SELF_FORMULAS,
+                    ),
+                )
+            )
+        return slips
+    d, W = [(dQ, W_Q), (dK, W_K), (dV, W_V)][index - 1]
+    transposed = Finding(
+        f"{_SELF_NAMES[index]} is transposed: d.T @ X instead of X.T @ d", _SELF_FORMULAS
+    )
+    out = [(d.T @ X, transposed)]
+    if index == 2:  # dW_K from dQ or dW_Q from dK: the roles of queries and keys swapped
+        out.append((X.T @ dQ, Finding("dW_K uses dQ: the roles of Q and K are swapped")))
+    return [(c, f) for c, f in out if c.shape == W.shape]
+
+
+def _self_diagnose(index: int) -> Callable[[Case, np.ndarray], list[Finding]]:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        return _recognise(got, _self_slips(*_as_float64(*case.inputs.values()), index))
+
+    return diagnose
+
+
+def check_self_attention_grad(
+    fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], object],
+) -> CheckReport:
+    """Check the reader's gradients of a self-attention head with its projections.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(X, W_Q, W_K, W_V, grad_output) -> (dX, dW_Q, dW_K, dW_V)`` with
+        ``X (n, d_model)``, ``W_Q, W_K (d_model, d_k)``, ``W_V (d_model, d_v)`` and
+        ``grad_output (n, d_v)``, the gradient of a loss with respect to the output of
+        ``attention(X W_Q, X W_K, X W_V)`` (scaled, unmasked). Returns the gradients of
+        that loss with respect to ``X`` and the three matrices, of their shapes.
+
+    Returns
+    -------
+    CheckReport
+        One result per gradient per case (``"square: dX"``, ...), truthy iff all
+        passed; its ``repr`` names a path of ``X`` left out (through the queries, the
+        keys or the values), a transposed weight gradient and swapped roles of Q and K.
+
+    Notes
+    -----
+    Cases: square shapes (``n = d_model = d_k = d_v = 3``, where a misplaced transpose
+    still runs) and rectangular ones (``n = 4``, ``d_model = 5``, ``d_k = 2``,
+    ``d_v = 3``). The expected values come from :func:`helpers.attention_backward`.
+
+    Examples
+    --------
+    Forgetting that ``X`` also makes the keys is caught:
+
+    >>> from helpers import attention_backward, scaled_dot_product_attention
+    >>> from helpers.checks import check_self_attention_grad
+    >>> def without_keys(X, W_Q, W_K, W_V, G):
+    ...     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    ...     A = scaled_dot_product_attention(Q, K, V)[1]
+    ...     dQ, dK, dV = attention_backward(Q, K, V, A, G)
+    ...     return dQ @ W_Q.T + dV @ W_V.T, X.T @ dQ, X.T @ dK, X.T @ dV
+    >>> report = check_self_attention_grad(without_keys)
+    >>> print(report.failures[0].problem.split(":")[0])
+    only the path(s) through Q, V are included; the path(s) through K are missing
+    """
+    _require_callable(fn, "check_self_attention_grad")
+    rng = np.random.default_rng(5)
+    inputs = {
+        "square": (3, 3, 3, 3),
+        "rectangular": (4, 5, 2, 3),
+    }
+    results = []
+    for name, (n, d_model, d_k, d_v) in inputs.items():
+        X = rng.integers(-2, 3, size=(n, d_model)).astype(np.float64)
+        W_Q, W_K = (rng.integers(-1, 2, size=(d_model, d_k)) / 2 for _ in range(2))
+        W_V = rng.integers(-1, 2, size=(d_model, d_v)) / 2
+        G = rng.integers(-2, 3, size=(n, d_v)).astype(np.float64)
+        Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+        dQ, dK, dV = attention_backward(Q, K, V, scaled_dot_product_attention(Q, K, V)[1], G)
+        expected = (
+            dQ @ W_Q.T + dK @ W_K.T + dV @ W_V.T,
+            X.T @ dQ,
+            X.T @ dK,
+            X.T @ dV,
+        )
+        for index, part in enumerate(_SELF_NAMES):
+            case = Case(
+                f"{name}: {part}",
+                {"X": X, "W_Q": W_Q, "W_K": W_K, "W_V": W_V, "grad_output": G},
+                expected[index],
+                _SELF_FORMULAS,
+            )
+            report = run_checks(
+                _self_part(fn, index),
+                [case],
+                check_name="check_self_attention_grad",
+                diagnose=_self_diagnose(index),
+            )
+            results.extend(report.results)
+    return CheckReport(
+        check="check_self_attention_grad", function=_name_of(fn), results=tuple(results)
+    )

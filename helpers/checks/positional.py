@@ -29,7 +29,9 @@ from helpers.positional import (
 
 __all__ = [
     "check_alibi_slopes",
+    "check_concatenated_shift",
     "check_rope",
+    "check_rope_half",
     "check_rope_layout_conversion",
     "check_sinusoidal_encoding",
     "check_sinusoidal_shift",
@@ -285,6 +287,38 @@ def _shift_diagnose(k: float, d: int) -> Diagnose:
     return diagnose
 
 
+_SHIFT_CONCAT_FORMULA = (
+    "in the concatenated layout PE' = PE Pi, R' = Pi^T R Pi: the 2 x 2 rotation of pair i "
+    "[[cos(k w_i), -sin(k w_i)], [sin(k w_i), cos(k w_i)]] sits at rows and columns i and "
+    "i + d_model/2, w_i = 10000**(-2i/d_model)"
+)
+
+
+def _shift_text_concatenated(kind: str, variant: str) -> Finding:
+    if kind == "pairs":
+        return Finding(
+            "the blocks couple coordinates 2i and 2i + 1: this is R for the interleaved "
+            "layout; in the concatenated layout sin and cos of pair i are in columns i and "
+            "i + d_model/2",
+            "conjugate by the permutation: R' = Pi^T R Pi, whose block of pair i sits at rows "
+            "and columns i and i + d_model/2",
+        )
+    return _shift_text(kind, variant)
+
+
+def _shift_diagnose_concatenated(k: float, d: int) -> Diagnose:
+    def answer(variant: Variant) -> np.ndarray:
+        # The right answer here is the "(i, i+d/2)" variant, and the interleaved R a slip.
+        v = dict(variant)
+        v["pairs"] = "(2i, 2i+1)" if v.get("pairs") == "(i, i+d/2)" else "(i, i+d/2)"
+        return _shift_variant(k, d, v)
+
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        return _recognise(got, _SHIFT_SLIPS, answer, _shift_text_concatenated)
+
+    return diagnose
+
+
 def check_sinusoidal_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckReport:
     """Check the reader's shift matrix of the sinusoidal encoding.
 
@@ -311,6 +345,44 @@ def check_sinusoidal_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckRepo
     >>> wrong.failures[0].problem.split(":")[0]
     'this is R(-k) = R(k)^T'
     """
+    return _check_shift(fn, "interleaved", "check_sinusoidal_shift")
+
+
+def check_concatenated_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's shift matrix of the sinusoidal encoding in the concatenated layout.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(k, d_model) -> R'`` of shape ``(d_model, d_model)``, called with Python
+        ints, such that ``PE'[p + k] = PE'[p] @ R'`` for every ``p``, where
+        ``PE' = PE[:, evens then odds]`` is the encoding with all sines first, then all
+        cosines.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches ``Pi^T R Pi`` with ``R`` from
+        :func:`helpers.sinusoidal_shift`. The report recognises the interleaved layout's
+        ``R`` (blocks on pairs ``2i, 2i + 1``), the transposed matrix, an angle not
+        multiplied by ``k`` and a missing 2 in the exponent.
+
+    Examples
+    --------
+    The chapter's interleaved matrix is the typical wrong answer:
+
+    >>> from helpers import sinusoidal_shift
+    >>> from helpers.checks import check_concatenated_shift
+    >>> report = check_concatenated_shift(sinusoidal_shift)
+    >>> report.failures[0].problem.split(":")[0]
+    'the blocks couple coordinates 2i and 2i + 1'
+    """
+    return _check_shift(fn, "concatenated", "check_concatenated_shift")
+
+
+def _check_shift(
+    fn: Callable[[int, int], npt.ArrayLike], layout: str, check_name: str
+) -> CheckReport:
     layouts = [
         ("k = 1, d_model = 4", 1, 4),
         ("k = 5, d_model = 8", 5, 8),
@@ -318,16 +390,28 @@ def check_sinusoidal_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckRepo
         ("no shift, k = 0", 0, 4),
         ("a long shift, k = 250, d_model = 16", 250, 16),
     ]
+    concatenated = layout == "concatenated"
+
+    def expected(k: int, d: int) -> np.ndarray:
+        R = sinusoidal_shift(k, d)
+        order = _evens_then_odds(d)
+        return R[np.ix_(order, order)] if concatenated else R
+
     specs = [
         _Spec(
-            Case(name, {}, sinusoidal_shift(k, d), _SHIFT_FORMULA),
+            Case(
+                name,
+                {},
+                expected(k, d),
+                _SHIFT_CONCAT_FORMULA if concatenated else _SHIFT_FORMULA,
+            ),
             _append(k, d),
-            f"k = {k}, d_model = {d}",
-            _shift_diagnose(k, d),
+            f"k = {k}, d_model = {d}" + (", concatenated layout" if concatenated else ""),
+            (_shift_diagnose_concatenated if concatenated else _shift_diagnose)(k, d),
         )
         for name, k, d in layouts
     ]
-    return _run(fn, "check_sinusoidal_shift", specs)
+    return _run(fn, check_name, specs)
 
 
 # ---------------------------------------------------------------------------
@@ -348,9 +432,8 @@ _ROPE_FORMULA = (
 )
 
 _ROPE_IN_PLACE_HINT = (
-    "x[..., 0::2] = ... overwrites the caller's array, and the second coordinate of each "
-    "pair is then computed from the already rotated first one: compute both from the "
-    "original into a new array, e.g. out = np.empty_like(x)"
+    "compute both coordinates of each pair from the original values of x, and write them "
+    "into a new array (e.g. out = np.empty_like(x)) so that the caller's x is unchanged"
 )
 
 
@@ -510,6 +593,97 @@ def check_rope(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> CheckRe
         for name, x, p in layouts
     ]
     report = _run(fn, "check_rope", specs)
+    return _with_hint(report, "in place", _ROPE_IN_PLACE_HINT)
+
+
+_ROPE_HALF_FORMULA = (
+    "for each row t and pair i, (a, b) = (x[t, i], x[t, i + d/2]) becomes (a cos f - b sin f, "
+    "a sin f + b cos f) with f = positions[t] * 10000**(-2i/d)"
+)
+
+
+def _rope_half_text(kind: str, variant: str) -> Finding:
+    if kind == "pairs":
+        return Finding(
+            "the pairs are (2i, 2i+1), the interleaved layout; this exercise rotates the "
+            "rotate-half pairs (i, i + d/2)",
+            "take a = x[..., :d/2], b = x[..., d/2:] and write the results back to the same "
+            "columns",
+        )
+    if kind == "update":
+        return Finding(
+            "the second coordinate of each pair is computed from the already rotated first "
+            "one (the pair is updated one coordinate at a time, in a copy or in x)",
+            "compute both new coordinates from the original a = x[..., :d/2] and "
+            "b = x[..., d/2:], and write them into a new array: out = np.empty_like(x)",
+        )
+    return _rope_text(kind, variant)
+
+
+def _rope_half_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    x, positions = np.asarray(case.inputs["x"]), np.asarray(case.inputs["positions"])
+
+    def answer(variant: Variant) -> np.ndarray:
+        # The right answer here is the "half" variant, and the interleaved one a slip.
+        v = dict(variant)
+        v["pairs"] = "interleaved" if v.get("pairs") == "half" else "half"
+        return _rope_variant(x, positions, v)
+
+    found = _recognise(got, _ROPE_SLIPS, answer, _rope_half_text)
+    return found or _float32_angles(x, np.asarray(case.expected), got)
+
+
+def check_rope_half(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's RoPE in the rotate-half layout (Hugging Face's).
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(x, positions) -> rotated`` with ``x`` of shape ``(..., n, d)`` (``d`` even)
+        and ``positions`` of shape ``(n,)``: pair ``(x[..., t, i], x[..., t, i + d/2])``
+        is rotated counterclockwise by ``positions[t] * 10000 ** (-2i / d)``. Same shape
+        and dtype as ``x``; ``x`` itself must not change.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches :func:`helpers.rope` with ``layout="half"``. The
+        report recognises the interleaved layout, a rotation the wrong way, a missing 2
+        in the exponent, coordinate-wise frequencies, ignored positions, a rotation in
+        place, a pair updated one coordinate at a time, and angles computed in float32.
+
+    Examples
+    --------
+    The interleaved layout, the chapter's, is the typical wrong answer:
+
+    >>> from helpers import rope
+    >>> from helpers.checks import check_rope_half
+    >>> report = check_rope_half(rope)
+    >>> report.failures[0].problem.split(",")[0]
+    'the pairs are (2i'
+    """
+    rng = np.random.default_rng(6)
+    layouts = [
+        ("5 positions, d = 4", rng.normal(size=(5, 4)), np.arange(5)),
+        ("positions 0, 7, 100; d = 8", rng.normal(size=(3, 8)), np.array([0, 7, 100])),
+        ("two heads, x of shape (2, 6, 8)", rng.normal(size=(2, 6, 8)), np.arange(10, 16)),
+        ("float32 input", rng.normal(size=(3, 6)).astype(np.float32), np.array([1, 2, 3])),
+    ]
+    specs = [
+        _Spec(
+            Case(
+                name,
+                {"x": x, "positions": p},
+                rope(x.astype(np.float64), p, layout="half"),
+                _ROPE_HALF_FORMULA,
+            ),
+            lambda *arrays: arrays,
+            f"x: {x.shape} ({x.dtype}), positions = {list(map(int, p))}",
+            _rope_half_diagnose,
+        )
+        for name, x, p in layouts
+    ]
+    report = _run(fn, "check_rope_half", specs)
     return _with_hint(report, "in place", _ROPE_IN_PLACE_HINT)
 
 
@@ -706,8 +880,8 @@ def _slope_slips(h: int) -> list[tuple[np.ndarray, Finding]]:
         (
             np.sort(right)[::-1],
             Finding(
-                "the right slopes, sorted: the rule keeps the p power-of-2 slopes first and "
-                "appends the extra ones after them",
+                "the right slopes, sorted: the rule keeps the h0 slopes of the largest power "
+                "of 2, h0 <= h, first and appends the extra ones after them",
                 power_hint,
             ),
         ),

@@ -13,6 +13,7 @@ from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_ja
 __all__ = [
     "check_entropy",
     "check_log_softmax",
+    "check_log_softmax_backward",
     "check_logsumexp",
     "check_softmax",
     "check_softmax_jacobian",
@@ -246,6 +247,112 @@ def check_log_softmax(
     if batched:
         cases.append(Case("2-D batch (rows)", {"z": _BATCH}, log_softmax(_BATCH), _BATCH_HINT))
     return run_checks(fn, cases, check_name="check_log_softmax", diagnose=_log_softmax_diagnose)
+
+
+_LOG_SOFTMAX_VJP = (
+    "d log p_i / d z_j = delta_ij - p_j, so dL/dz_j = g_j - p_j * sum_i g_i "
+    "(sums over the last axis), with p = softmax(z)"
+)
+
+
+def _log_softmax_backward_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    z, g = (np.asarray(case.inputs[k], dtype=np.float64) for k in ("z", "g"))
+    p = softmax(z)
+    known = (
+        (
+            g - p,
+            "it equals g - softmax(z): the factor sum_i g_i is missing (the two agree "
+            "only when g sums to 1)",
+        ),
+        (
+            g - (p * g).sum(axis=-1, keepdims=True),
+            "it equals g - (p . g): the Jacobian I - 1 p^T is applied untransposed; "
+            "the gradient needs its transpose",
+        ),
+        (
+            p * (g - (p * g).sum(axis=-1, keepdims=True)),
+            "it equals p * (g - p . g), the backward pass of softmax, not of log-softmax",
+        ),
+        (
+            g - p * g.sum(),
+            "the sum of g was taken over the whole array, not over each row",
+        ),
+    )
+    for candidate, problem in known:
+        if got.shape == candidate.shape and np.allclose(got, candidate, rtol=1e-4, atol=1e-6):
+            return [Finding(problem, _LOG_SOFTMAX_VJP)]
+    if np.isnan(got).any():
+        return [Finding("the output contains nan", "compute p with a stable softmax")]
+    return []
+
+
+def check_log_softmax_backward(
+    fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike],
+) -> CheckReport:
+    """Check the reader's backward pass of log-softmax over the last axis.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(z, g) -> dz``: takes logits ``z`` of shape ``(..., n)`` and the gradient
+        ``g = dL/d log_softmax(z)`` of the same shape, and returns ``dL/dz``, shape
+        ``(..., n)``.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case passed; its ``repr`` names the typical mistakes: the sum
+        of ``g`` left out, the Jacobian untransposed, the softmax's backward pass used
+        instead, a sum over the whole batch.
+
+    Notes
+    -----
+    Cases: a small vector with a ``g`` that sums neither to 0 nor to 1, a negated
+    one-hot ``g`` (the cross-entropy, whose gradient is ``p - onehot``), logits of
+    1000 that overflow a naive softmax, a ``(2, 3)`` batch, and float32 input.
+
+    Examples
+    --------
+    Leaving out the factor ``sum(g)`` is caught (it is right only where ``g`` sums to 1):
+
+    >>> import numpy as np
+    >>> from helpers import softmax
+    >>> from helpers.checks import check_log_softmax_backward
+    >>> def minus_p(z, g):
+    ...     return g - softmax(z)
+    >>> report = check_log_softmax_backward(minus_p)
+    >>> bool(report), report.failures[0].name
+    (False, 'small vector')
+    """
+    z1 = np.array([1.0, 2.0, 0.5])
+    g1 = np.array([0.5, -1.0, 2.0])
+    onehot = np.array([0.0, -1.0, 0.0])
+    big = np.array([1000.0, 1001.0, 1002.0])
+    g_big = np.array([1.0, 0.0, 3.0])
+    batch_z = np.array([[1.0, 2.0, 3.0], [0.0, -1000.0, 5.0]])
+    batch_g = np.array([[1.0, 1.0, -3.0], [2.0, 0.5, 0.25]])
+    z32, g32 = np.array([50.0, 100.0, 90.0], dtype=_F32), np.array([1.0, 2.0, 3.0], dtype=_F32)
+
+    def expected(z: np.ndarray, g: np.ndarray) -> np.ndarray:
+        z, g = z.astype(np.float64), g.astype(np.float64)
+        return g - softmax(z) * g.sum(axis=-1, keepdims=True)
+
+    hint = _LOG_SOFTMAX_VJP
+    cases = [
+        Case("small vector", {"z": z1, "g": g1}, expected(z1, g1), hint),
+        Case("g = -one-hot (cross-entropy)", {"z": z1, "g": onehot}, expected(z1, onehot), hint),
+        Case(
+            "large logits",
+            {"z": big, "g": g_big},
+            expected(big, g_big),
+            f"exp(1000) overflows: compute p with the max-shifted softmax; {hint}",
+        ),
+        Case("2-D batch (rows)", {"z": batch_z, "g": batch_g}, expected(batch_z, batch_g), hint),
+        Case("float32 input", {"z": z32, "g": g32}, expected(z32, g32), hint),
+    ]
+    return run_checks(
+        fn, cases, check_name="check_log_softmax_backward", diagnose=_log_softmax_backward_diagnose
+    )
 
 
 def _logsumexp_diagnose(case: Case, got: np.ndarray) -> list[Finding]:

@@ -167,7 +167,8 @@ def _width_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         "this is the rank of the pattern as given (of the log-weights or of the weights "
         "themselves): the softmax ignores a constant added to a row, so subtract each "
         "row's mean from the log-weights before taking the rank",
-        "np.linalg.matrix_rank(L - L.mean(axis=-1, keepdims=True))",
+        "which scores give the same weights as L? Only the rank that survives every such "
+        "change counts",
     )
     slips = (
         (_rank(L), *as_given),
@@ -175,7 +176,7 @@ def _width_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         (
             _rank(L - L.mean(axis=0, keepdims=True)),
             "each column was centred; the softmax ignores a constant per row (per query)",
-            "subtract L.mean(axis=-1, keepdims=True)",
+            "centre each row (each query's scores), not each column",
         ),
     )
     for candidate, problem, hint in slips:
@@ -213,11 +214,11 @@ def check_min_head_width(fn: Callable[..., object]) -> CheckReport:
     --------
     >>> import numpy as np
     >>> from helpers.checks import check_min_head_width
-    >>> def width(L):
-    ...     return np.linalg.matrix_rank(L - L.mean(axis=-1, keepdims=True))
-    >>> check_min_head_width(width)  # doctest: +NORMALIZE_WHITESPACE
-    check_min_head_width(width): All 5 checks passed: each token reads itself, rank one plus
-        a constant per row, a bonus per key, uniform weights, 5 queries and 6 keys.
+    >>> def width(L):  # a typical slip: the rank of the pattern as given
+    ...     return np.linalg.matrix_rank(L)
+    >>> report = check_min_head_width(width)
+    >>> report.status, report.message.split(":")[0]
+    ('failed', 'each token reads itself')
     """
     rng = np.random.default_rng(11)
     a, b = rng.standard_normal(4), rng.standard_normal(4)
@@ -330,15 +331,14 @@ def check_truncated_attention(fn: Callable[..., object]) -> CheckReport:
     --------
     >>> import numpy as np
     >>> from helpers.checks import check_truncated_attention
-    >>> def trunc(scores, V, k):
+    >>> def trunc(scores, V, k):  # a typical slip: dropped scores set to 0, not -inf
     ...     kth = np.sort(scores, axis=-1)[:, -k][:, None]
-    ...     s = np.where(scores >= kth, scores, -np.inf)
+    ...     s = np.where(scores >= kth, scores, 0.0)
     ...     w = np.exp(s - s.max(axis=-1, keepdims=True))
     ...     return (w / w.sum(axis=-1, keepdims=True)) @ V
-    >>> check_truncated_attention(trunc)  # doctest: +NORMALIZE_WHITESPACE
-    check_truncated_attention(trunc): All 5 checks passed: by hand (k = 2), k = m (nothing
-        dropped), k = 1 (the largest score only), several queries (k = 3), scores of order
-        1e4 (k = 2).
+    >>> report = check_truncated_attention(trunc)
+    >>> report.status, "set to 0 instead of -inf" in report.message
+    ('failed', True)
     """
     rng = np.random.default_rng(13)
     layouts = (
