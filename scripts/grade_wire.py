@@ -62,6 +62,12 @@ def _npy(array: np.ndarray) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+# The one kind of function a check passes to the student's function (check_beam_search's
+# next_log_probs): a table of next-token log-probabilities indexed by the last two tokens,
+# sent as the table and rebuilt in the kernel by __grade_call__.
+TABLE_KIND = "last-two-tokens table"
+
+
 def encode(value: object, depth: int = 0) -> dict:
     """A value the grader sends (a check's arguments) as JSON-able data."""
     if depth > MAX_DEPTH:
@@ -87,6 +93,10 @@ def encode(value: object, depth: int = 0) -> dict:
     if isinstance(value, dict):
         items = [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]
         return {"t": "dict", "items": items}
+    if callable(value) and callable(getattr(value, "wire", None)):
+        kind, table = value.wire()  # a function that is a table (helpers.checks.models)
+        if kind == TABLE_KIND:
+            return {"t": "table-fn", "npy": _npy(np.asarray(table, dtype=np.float64))}
     raise TypeError(f"cannot send a {type(value).__name__} to the kernel")
 
 
@@ -232,6 +242,19 @@ def __grade_call__(request_path, MIME):
             return [dec(x) for x in n["items"]]
         if t == "dict":
             return {dec(k): dec(v) for k, v in n["items"]}
+        if t == "table-fn":
+            table = np.load(io.BytesIO(base64.b64decode(n["npy"])), allow_pickle=False)
+
+            def next_log_probs(tokens):
+                tokens = np.asarray(tokens)
+                if tokens.ndim != 2:
+                    raise ValueError(
+                        "next_log_probs takes the beams as one array of shape (beams, t), "
+                        f"got shape {tokens.shape}"
+                    )
+                return table[tokens[:, -2], tokens[:, -1]]
+
+            return next_log_probs
         raise ValueError(t)
 
     def enc(x, depth=0):

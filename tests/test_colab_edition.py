@@ -722,13 +722,15 @@ def test_links_within_the_chapter_stay_in_the_notebook(path):
     assert not set(anchors) & set(headings), "an anchor that is also a heading's id"
     missing = sorted(set(local) - set(anchors) - set(headings))
     assert not missing, f"{path.name}: links to anchors the notebook does not carry: {missing}"
-    assert len(local) >= 5, f"{path.name}: only {len(local)} links within the chapter"
+    # every chapter refers to its own equations or sections somewhere (so this test has
+    # something to check in each); chapter 6 is checked for its 26 such links below
+    assert len(local) >= 2, f"{path.name}: only {len(local)} links within the chapter"
     if path.parent == EDITION:  # (the student edition drops the links of the solutions)
         assert set(anchors) <= set(local), "an anchor no link names"
 
 
 def test_chapter_6_keeps_its_links_to_itself():
-    """The issue's count: chapter 6 has 26 links to its own equations, theorem and
+    """Chapter 6 has 26 links to its own equations, theorem and
     sections, now all within the notebook."""
     nb = nbformat.read(EDITION / "06_transformer_block.ipynb", 4)
     text = markdown_text(nb)

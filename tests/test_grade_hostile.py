@@ -67,7 +67,7 @@ ATTACKS = {
         # Copy the right answers from wherever they can be read: the book's notebooks,
         # another student's submission, the folders named on the grader's command line.
         import glob, json, os
-        paths = glob.glob("/work/*/*/notebooks/01_softmax.ipynb")
+        paths = glob.glob("%(book)s/notebooks/01_softmax.ipynb")  # the book itself
         paths += glob.glob("/root/**/01_softmax.ipynb", recursive=True)
         paths += glob.glob("/tmp/**/right_01_softmax.ipynb", recursive=True)
         for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
@@ -174,7 +174,7 @@ SUBMISSIONS = {
 
 
 def hostile(name: str, csv_path: Path) -> nbformat.NotebookNode:
-    values = {"checks": str(CHECKS), "csv": str(csv_path)}
+    values = {"checks": str(CHECKS), "csv": str(csv_path), "book": str(ROOT)}
     attacks = SUBMISSIONS.get(name, (name,))
     return notebook(SETUP, WRONG_ALL, *(ATTACKS[a] % values for a in attacks))
 

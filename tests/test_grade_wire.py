@@ -80,3 +80,19 @@ def test_a_returned_object_keeps_its_type_name_and_its_array():
 def test_spreadsheet_formulas_are_written_as_text(value):
     assert grade.spreadsheet_safe(value) == "'" + value
     assert grade.spreadsheet_safe("alice") == "alice"
+
+
+def test_a_next_token_table_is_sent_as_its_table_and_other_functions_are_refused():
+    """check_beam_search passes a function that is a table; it travels as the table (the
+    kernel rebuilds the lookup), and any other function cannot be sent."""
+    from helpers.checks.models import _table_fn
+
+    table = np.log(np.full((3, 3, 3), 1 / 3))
+    node = encode((_table_fn(table), np.array([0, 1]), 3))
+    fn_node = node["items"][0]
+    assert fn_node["t"] == "table-fn"
+    np.testing.assert_array_equal(parse_npy(base64.b64decode(fn_node["npy"])), table)
+    with pytest.raises(TypeError, match="cannot send a function"):
+        encode(lambda tokens: tokens)
+    # the kernel's lookup is the check's own
+    assert "table[tokens[:, -2], tokens[:, -1]]" in grade_wire.KERNEL_CODE

@@ -442,19 +442,33 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
 # ---------------------------------------------------------------------------
 
 
-def _table_fn(table: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """``next_log_probs`` of a model whose next token depends on the last two tokens."""
+class _NextTokenTable:
+    """``next_log_probs`` of a model whose next token depends on the last two tokens:
+    ``table[a, b]`` holds the log-probabilities after ``a, b``. It is plain data as well
+    (``wire``), so a grader can rebuild the same function in another process
+    (scripts/grade_wire.py) without sending code."""
 
-    def next_log_probs(tokens: np.ndarray) -> np.ndarray:
+    __name__ = "next_log_probs"
+
+    def __init__(self, table: np.ndarray) -> None:
+        self.table = np.asarray(table, dtype=np.float64)  # (V, V, V)
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
         tokens = np.asarray(tokens)
         if tokens.ndim != 2:
             raise ValueError(
                 f"next_log_probs takes the beams as one array of shape (beams, t), got "
                 f"shape {tokens.shape}"
             )
-        return table[tokens[:, -2], tokens[:, -1]]  # (beams, V)
+        return self.table[tokens[:, -2], tokens[:, -1]]  # (beams, V)
 
-    return next_log_probs
+    def wire(self) -> tuple[str, np.ndarray]:
+        return "last-two-tokens table", self.table
+
+
+def _table_fn(table: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``next_log_probs`` of a model whose next token depends on the last two tokens."""
+    return _NextTokenTable(table)
 
 
 def _beam_slip(table: np.ndarray, prompt: np.ndarray, T: int, w: int, slip: str) -> np.ndarray:
