@@ -34,6 +34,8 @@ STUDENT = PUBLISHED / "student"
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ["light", "dark"]
+DESKTOP = {"width": 1366, "height": 900}  # the laptop screen every page must fit
+PHONE = {"width": 390, "height": 844}
 # Screenshots for a person to look at: the whole page in light mode, the first screen dark.
 SHOTS = {
     "book": ROOT / "_build" / "screenshots",
@@ -71,9 +73,7 @@ class PageRecord:
 
 def open_page(browser, site: str, doc: str, *, color_scheme: str = "light"):
     """Open `doc` with every non-local request blocked and recorded."""
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 900}, color_scheme=color_scheme
-    )
+    context = browser.new_context(viewport=DESKTOP, color_scheme=color_scheme)
     record = PageRecord()
     host = urlparse(site).netloc
 
@@ -205,6 +205,23 @@ FURNITURE_JS = """async () => {
   };
 }"""
 
+# Display equations wider than the box they sit in (a reader sees them cut, or must
+# scroll), each with whether the reader can scroll it from the keyboard.
+WIDE_EQUATIONS_JS = """() => [...document.querySelectorAll('mjx-container[display="true"]')]
+  .filter(c => c.getClientRects().length > 0)
+  .map(c => {
+    const box = c.closest('.math, div.math, .scrolls-sideways') || c.parentElement;
+    const math = c.querySelector('mjx-math');
+    const width = math ? math.getBoundingClientRect().width : 0;
+    const scroller = [c, box].find(e => e.scrollWidth > e.clientWidth + 1);
+    const style = scroller ? getComputedStyle(scroller) : null;
+    return {width: Math.round(width), room: box.clientWidth,
+            where: (box.id || (box.closest('[id]') || {}).id || '').slice(0, 60),
+            scrollable: !!scroller && ['auto', 'scroll'].includes(style.overflowX),
+            focusable: !!scroller && scroller.tabIndex >= 0};
+  })
+  .filter(e => e.width > e.room + 1)"""
+
 # Opens every collapsed solution (sphinx-togglebutton), as a reader who reads them all.
 OPEN_DROPDOWNS_JS = """() => {
   const buttons = [...document.querySelectorAll('button.toggle-button')];
@@ -264,6 +281,8 @@ class LoadedPage:
     furniture: dict = field(default_factory=dict)  # FURNITURE_JS
     dropdowns: int = 0  # collapsed solutions opened for axe_opened
     axe_opened: list[dict] = field(default_factory=list)  # run_axe, every solution open
+    wide_equations: list[dict] = field(default_factory=list)  # WIDE_EQUATIONS_JS, desktop
+    phone_equations: list[dict] = field(default_factory=list)  # the same at PHONE width
 
 
 def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
@@ -298,6 +317,11 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
         if result.dropdowns:
             page.wait_for_timeout(300)  # scrollable.js marks the boxes that now overflow
             result.axe_opened = run_axe(page)
+        result.wide_equations = page.evaluate(WIDE_EQUATIONS_JS)  # solutions open too
+        if scheme == "light":  # the same page on a phone (one theme is enough for widths)
+            page.set_viewport_size(PHONE)
+            page.wait_for_timeout(500)  # reflow, then scrollable.js marks what overflows
+            result.phone_equations = page.evaluate(WIDE_EQUATIONS_JS)
     finally:
         context.close()
     result.console_errors = list(record.console_errors)

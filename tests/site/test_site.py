@@ -93,6 +93,17 @@ def test_what_frames_the_text(loaded, doc, scheme):
     assert not page.http_errors, f"{doc}: {page.http_errors}"
 
 
+@pytest.mark.parametrize("doc", PAGES)
+def test_every_display_equation_fits_a_laptop_and_scrolls_on_a_phone(loaded, doc):
+    """At 1366 wide no display equation is wider than its box (long ones are broken over
+    aligned lines), solutions open included; on a 390-wide phone a wider one scrolls
+    sideways and is reachable from the keyboard."""
+    page = loaded("book", doc, "light")
+    assert not page.wide_equations, f"{doc}: equations cut at 1366 wide: {page.wide_equations}"
+    stuck = [e for e in page.phone_equations if not (e["scrollable"] and e["focusable"])]
+    assert not stuck, f"{doc}: on a phone, equations that cannot be scrolled to: {stuck}"
+
+
 def test_axe_finds_what_it_must(browser):
     """The accessibility test can fail: axe reports an unlabelled control, an image
     without alt text and low contrast on a page made to have them."""
