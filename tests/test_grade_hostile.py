@@ -240,19 +240,24 @@ def by_student(rows):
     return out
 
 
+def checked(rows: list[dict]) -> list[dict]:
+    """The rows of self-checks (the others, read by hand, never say "passed")."""
+    return [r for r in rows if r["check"]]
+
+
 def check_no_attack_gets_a_pass(graded):
     rows, *_ = graded
     students = by_student(rows)
     assert sorted(a for group in SUBMISSIONS.values() for a in group) == sorted(ATTACKS)
     for name in SUBMISSIONS:
         mine = [r for r in students[f"a_{name}"] if r["exercise"] != grade.NOTEBOOK_ROW]
-        assert len(mine) == len(RIGHT), (name, mine)
+        assert len(checked(mine)) == len(RIGHT), (name, mine)
         assert not [r for r in mine if r["status"] == "passed"], (name, mine)
 
 
 def check_a_forged_answer_with_a_pickled_object_is_an_error(graded):
     rows, *_ = graded
-    mine = [r for r in by_student(rows)["a_forged"] if r["exercise"] != grade.NOTEBOOK_ROW]
+    mine = checked(by_student(rows)["a_forged"])
     assert {r["status"] for r in mine} == {"error"}, mine
     assert all("not an answer" in r["message"] for r in mine), mine
 
@@ -260,15 +265,15 @@ def check_a_forged_answer_with_a_pickled_object_is_an_error(graded):
 def check_honest_controls_get_their_rows(graded):
     rows, *_ = graded
     students = by_student(rows)
-    assert {r["status"] for r in students["right"]} == {"passed"}
-    assert {r["status"] for r in students["wrong"]} == {"failed"}
-    assert {r["status"] for r in students["zz_empty"]} == {"not attempted"}
+    assert {r["status"] for r in checked(students["right"])} == {"passed"}
+    assert {r["status"] for r in checked(students["wrong"])} == {"failed"}
+    assert {r["status"] for r in checked(students["zz_empty"])} == {"not attempted"}
 
 
 def check_the_checks_on_disk_are_untouched_and_a_later_submission_is_not_attempted(graded):
     rows, _, _, _, before = graded
     assert CHECKS.read_bytes() == before
-    assert {r["status"] for r in by_student(rows)["zz_empty"]} == {"not attempted"}
+    assert {r["status"] for r in checked(by_student(rows)["zz_empty"])} == {"not attempted"}
 
 
 def check_nothing_survives_and_the_csv_stays_as_written(graded):
