@@ -11,11 +11,14 @@ every query, a composition score without the transpose or without its normalisat
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
 from helpers.checks.core import Case, CheckReport, Finding, run_checks
+
+# the slip-recognising helpers chapter 7's checks already have
+from helpers.checks.models import _recognise, _require_callable
 from helpers.circuits import composition_score, prefix_matching_score, previous_token_score
 
 __all__ = [
@@ -23,24 +26,6 @@ __all__ = [
     "check_prefix_matching_score",
     "check_previous_token_score",
 ]
-
-_SLIP_RTOL, _SLIP_ATOL = 1e-6, 1e-9
-
-
-def _close(got: np.ndarray, candidate: np.ndarray) -> bool:
-    candidate = np.asarray(candidate, dtype=np.float64)
-    return bool(
-        got.shape == candidate.shape
-        and np.allclose(got, candidate, rtol=_SLIP_RTOL, atol=_SLIP_ATOL, equal_nan=True)
-    )
-
-
-def _recognise(got: np.ndarray, slips: Sequence[tuple[np.ndarray, Finding]]) -> list[Finding]:
-    return [finding for candidate, finding in slips if _close(got, candidate)][:1]
-
-
-def _require_callable(fn: object, check_name: str) -> None:
-    run_checks(fn, (), check_name=check_name)  # type: ignore[arg-type]
 
 
 def _causal_rows(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
