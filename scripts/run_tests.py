@@ -11,6 +11,11 @@ named after the steps narrow nbval to them (`make nbval NB=notebooks/01_softmax.
 Every step runs even when an earlier one failed (so one run reports everything); the
 exit status is non-zero if any failed. Each step's time is printed, and a summary at the
 end. The steps that use pytest spread their tests over both cores (pytest-xdist).
+
+With no STEP (`make test`) the steps run in two lanes side by side (LANES below), each
+step's output printed whole when it ends and kept in _build/test-logs/; the summary gives
+each step's time, measured while the other lane ran, and the total. `--one-at-a-time`
+runs them one after the other instead (each step's time on its own).
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -32,16 +40,31 @@ PAGES = ROOT / "_build" / "pages"  # the site as the Pages workflow publishes it
 NOTEBOOKS: list[str] = []  # notebooks named on the command line (nbval only)
 
 
+# Where a step writes: the terminal, or (steps running side by side, see `main`) the
+# step's log file, printed whole when the step ends.
+_where = threading.local()
+
+
+def out() -> IO:
+    return getattr(_where, "stream", None) or sys.stdout
+
+
+def say(*args: object) -> None:
+    print(*args, file=out(), flush=True)
+
+
 def sh(*args: str | Path) -> bool:
-    print("$", " ".join(str(a) for a in args), flush=True)
-    return subprocess.run([str(a) for a in args], cwd=ROOT, check=False).returncode == 0
+    say("$", " ".join(str(a) for a in args))
+    stream = out()
+    redirect = {} if stream is sys.stdout else {"stdout": stream, "stderr": subprocess.STDOUT}
+    return subprocess.run([str(a) for a in args], cwd=ROOT, check=False, **redirect).returncode == 0
 
 
 def ensure_bubblewrap() -> None:
     """Install Debian's bubblewrap (the grader seals each submission with it), as root."""
     if shutil.which("bwrap") or os.geteuid() != 0 or not shutil.which("apt-get"):
         return
-    print("bubblewrap is missing: installing Debian's bubblewrap package", flush=True)
+    say("bubblewrap is missing: installing Debian's bubblewrap package")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True)
     cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "bubblewrap"]
@@ -141,22 +164,49 @@ def nbval() -> bool:
     )
 
 
+def sh_together(*commands: list[str | Path]) -> bool:
+    """Run independent commands at the same time (one core each); print each one's
+    output whole once it ends, so that they do not interleave."""
+    running = []
+    for args in commands:
+        say("$", " ".join(str(a) for a in args), "(in parallel)")
+        log = tempfile.TemporaryFile()
+        running.append(
+            (
+                subprocess.Popen(
+                    [str(a) for a in args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+                ),
+                log,
+            )
+        )
+    ok = True
+    for process, log in running:
+        ok &= process.wait() == 0
+        log.seek(0)
+        out().write(log.read().decode(errors="replace"))
+        out().flush()
+        log.close()
+    return ok
+
+
 def html() -> bool:
-    """Both editions, and the site as published (the student edition under student/),
-    which the browser tests open."""
-    ok = sh(sys.executable, ROOT / "scripts" / "book.py")
-    ok = sh(sys.executable, ROOT / "scripts" / "book.py", "--student") and ok
-    return ok and sh(sys.executable, ROOT / "scripts" / "book.py", "--pages", PAGES)
+    """Both editions (each Sphinx build uses one core, so the two run side by side), and
+    the site as published (the student edition under student/), which the browser tests
+    open."""
+    book = [sys.executable, ROOT / "scripts" / "book.py"]
+    ok = sh_together(book, [*book, "--student"])
+    return ok and sh(*book, "--pages", PAGES)
 
 
 def browser() -> bool:
     """Each page of both editions loaded once per theme (tests/site/pages.py); the tests
-    are spread over both cores by file, so a page's checks run where it was loaded."""
+    are spread over both cores by page (tests/site/conftest.py), so a page's checks run
+    where it was loaded."""
     sys.path.insert(0, str(ROOT))
     from tests.conftest import ensure_chromium
 
     ensure_chromium()  # once, before the workers start
-    return sh(*PYTEST, "tests/site", "-o", "addopts=", "-n", "2", "--dist", "loadfile")
+    return sh(*PYTEST, "tests/site", "-o", "addopts=", "-n", "2", "--dist", "loadgroup")
 
 
 def colab() -> bool:
@@ -167,9 +217,59 @@ def colab() -> bool:
 
 STEPS = {f.__name__: f for f in (lint, workflows, unit, nbval, html, browser, colab, checks)}
 DEFAULT = ["lint", "workflows", "unit", "nbval", "html", "browser", "colab"]
+# `make test` runs the steps in two lanes side by side: each step keeps both cores busy
+# most of the time, but not all of it (a page waiting for its fonts, the one long notebook
+# left at the end of nbval, a Sphinx build on one core), and the other lane fills those
+# gaps. The browser tests need the built site, so html comes first in its lane.
+LANES = (["lint", "workflows", "unit", "nbval", "colab"], ["html", "browser"])
+LOGS = ROOT / "_build" / "test-logs"  # each step's output, when the lanes run
+
+
+def run_step(name: str) -> tuple[bool, float]:
+    start = time.perf_counter()
+    try:
+        ok = STEPS[name]()
+    except Exception:  # a broken step fails, and the others still run
+        say(traceback.format_exc())
+        ok = False
+    return ok, time.perf_counter() - start
+
+
+def run_lanes(lanes: tuple[list[str], ...]) -> dict[str, tuple[bool, float]]:
+    """Each lane's steps in order, the lanes at the same time; each step's output is
+    printed whole when it ends (and kept in _build/test-logs/STEP.log)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    results: dict[str, tuple[bool, float]] = {}
+    lock = threading.Lock()
+
+    def lane(k: int, names: list[str]) -> None:
+        for name in names:
+            with lock:
+                print(f"==== {name} started (lane {k + 1}) ====", flush=True)
+            with (LOGS / f"{name}.log").open("w+", errors="replace") as stream:
+                _where.stream = stream
+                results[name] = run_step(name)
+                _where.stream = None
+                stream.seek(0)
+                text = stream.read()
+            ok, seconds = results[name]
+            with lock:
+                print(
+                    f"\n==== {name}: {'ok' if ok else 'FAILED'} in {seconds:.1f} s ====", flush=True
+                )
+                print(text, flush=True)
+
+    threads = [threading.Thread(target=lane, args=(k, names)) for k, names in enumerate(lanes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
 
 
 def main(argv: list[str]) -> int:
+    one_at_a_time = "--one-at-a-time" in argv
+    argv = [a for a in argv if a != "--one-at-a-time"]
     NOTEBOOKS.extend(a for a in argv if a.endswith(".ipynb"))
     names = [a for a in argv if not a.endswith(".ipynb")] or DEFAULT
     missing = [n for n in NOTEBOOKS if not (ROOT / n).is_file()]
@@ -180,18 +280,29 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown step(s) {unknown}; steps are {list(STEPS)}")
         return 2
-    results = []
     start = time.perf_counter()
-    for name in names:
-        print(f"\n==== {name} ====", flush=True)
-        t = time.perf_counter()
-        ok = STEPS[name]()
-        results.append((name, ok, time.perf_counter() - t))
+    lanes = names == DEFAULT and not NOTEBOOKS and not one_at_a_time
+    if lanes:
+        results = run_lanes(LANES)
+    else:
+        results = {}
+        for name in names:
+            print(f"\n==== {name} ====", flush=True)
+            results[name] = run_step(name)
+    total = time.perf_counter() - start
     print("\n==== summary ====")
-    for name, ok, seconds in results:
-        print(f"{name:10s} {'ok' if ok else 'FAILED':6s} {seconds:7.1f} s")
-    print(f"{'total':10s} {'':6s} {time.perf_counter() - start:7.1f} s")
-    return 0 if all(ok for _, ok, _ in results) else 1
+    if lanes:
+        print("(two lanes side by side, each step's time measured while the other lane ran)")
+    for k, lane_names in enumerate(LANES if lanes else [names]):
+        for name in lane_names:
+            ok, seconds = results[name]
+            where = f"lane {k + 1}" if lanes else ""
+            print(f"{name:10s} {'ok' if ok else 'FAILED':6s} {seconds:7.1f} s  {where}")
+        if lanes:
+            lane_total = sum(results[n][1] for n in lane_names)
+            print(f"{'':10s} {'':6s} {lane_total:7.1f} s  lane {k + 1} in all")
+    print(f"{'total':10s} {'':6s} {total:7.1f} s")
+    return 0 if all(ok for ok, _ in results.values()) else 1
 
 
 if __name__ == "__main__":

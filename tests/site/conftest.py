@@ -5,12 +5,15 @@ the page the first time it is asked for and keeping it for the session, so the r
 console, image, alt-text, link, theme and axe-core checks of a page share one load.
 
 `make browser` spreads the tests over both cores (pytest-xdist, each worker its own
-Chromium) by file (`--dist loadfile`): every test of test_site.py (the book) runs in one
-worker and every test of test_student_site.py (the student edition) in one worker, so
-each page of each edition is loaded once.
+Chromium) by page (`--dist loadgroup`, groups set below): every test of a page, in either
+edition and theme, runs in the worker that loads that page, so each page of each edition
+is loaded once per theme, and the pages share the two cores evenly. A test of no page
+runs with the other tests of its file (their module fixtures are built once).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +57,16 @@ def loaded(request, browser):
         return cache[key]
 
     return get
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """The xdist group of each browser test: its page, or else its file."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.parent != here:
+            continue
+        params = getattr(item, "callspec", None)
+        doc = params.params.get("doc") if params else None
+        group = f"page:{doc}" if doc else f"file:{item.path.name}"
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -222,22 +222,31 @@ WIDE_EQUATIONS_JS = """() => [...document.querySelectorAll('mjx-container[displa
   })
   .filter(e => e.width > e.room + 1)"""
 
-# Opens every collapsed solution (sphinx-togglebutton), as a reader who reads them all.
+# Opens every collapsed solution (sphinx-togglebutton), as a reader who reads them all,
+# and marks what it opened (data-opened) so that axe can audit what the opening changed:
+# the rest of the page, audited just before, is the same DOM with the same styles.
+OPENED = "[data-opened]"
 OPEN_DROPDOWNS_JS = """() => {
   const buttons = [...document.querySelectorAll('button.toggle-button')];
-  buttons.forEach(b => { if (b.getAttribute('aria-expanded') !== 'true') b.click(); });
-  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const mark = e => e && e.setAttribute('data-opened', '');
+  buttons.forEach(b => {
+    if (b.getAttribute('aria-expanded') !== 'true') b.click();
+    mark(b.closest('.admonition, .toggle, .cell, section') || b.parentElement);
+  });
+  document.querySelectorAll('details').forEach(d => { d.open = true; mark(d); });
   return buttons.length;
 }"""
 
 
-def run_axe(page) -> list[dict]:
-    """axe-core's violations on the page, each with the nodes it found."""
+def run_axe(page, include: str | None = None) -> list[dict]:
+    """axe-core's violations on the page (or on the elements matching the CSS selector
+    `include` and everything inside them), each with the nodes it found."""
     if not page.evaluate("() => !!window.axe"):
         page.add_script_tag(path=str(AXE))
     return page.evaluate(
-        """async () => {
-          const result = await axe.run(document, {resultTypes: ['violations']});
+        """async (include) => {
+          const context = include ? {include: [...document.querySelectorAll(include)]} : document;
+          const result = await axe.run(context, {resultTypes: ['violations']});
           return result.violations.map(v => ({
             id: v.id, impact: v.impact, help: v.help,
             nodes: v.nodes.map(n => ({
@@ -245,7 +254,8 @@ def run_axe(page) -> list[dict]:
               summary: (n.failureSummary || '').replace(/\\s+/g, ' ').slice(0, 300),
             })),
           }));
-        }"""
+        }""",
+        include,
     )
 
 
@@ -307,8 +317,8 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
         shots: Path = SHOTS[edition]
         shots.mkdir(parents=True, exist_ok=True)
         name = doc.replace("/", "__")
-        if scheme == "light":
-            page.screenshot(path=shots / f"{name}.png", full_page=True)
+        if scheme == "light":  # JPEG: a third less to encode than PNG for a long page
+            page.screenshot(path=shots / f"{name}.jpg", full_page=True, type="jpeg", quality=80)
         else:
             page.screenshot(path=shots / f"{name}__{scheme}.png", full_page=False)
         result.furniture = page.evaluate(FURNITURE_JS)
@@ -316,7 +326,7 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
         result.dropdowns = page.evaluate(OPEN_DROPDOWNS_JS)
         if result.dropdowns:
             page.wait_for_timeout(300)  # scrollable.js marks the boxes that now overflow
-            result.axe_opened = run_axe(page)
+            result.axe_opened = run_axe(page, include=OPENED)
         result.wide_equations = page.evaluate(WIDE_EQUATIONS_JS)  # solutions open too
         if scheme == "light":  # the same page on a phone (one theme is enough for widths)
             page.set_viewport_size(PHONE)

@@ -24,6 +24,8 @@ from tests.site.pages import (
     CHAPTERS,
     CONFIG,
     HTML,
+    OPEN_DROPDOWNS_JS,
+    OPENED,
     PAGES,
     ROOT,
     SCHEMES,
@@ -119,6 +121,28 @@ def test_axe_finds_what_it_must(browser):
         page.close()
     assert {"image-alt", "label", "color-contrast"} <= set(found), sorted(found)
     assert "image-alt" in describe_violations([found["image-alt"]])
+
+
+def test_axe_with_solutions_open_audits_what_opening_revealed(browser):
+    """The second audit of a page runs on what OPEN_DROPDOWNS_JS opened, and finds there
+    what was hidden while it was closed: a faint text, a box that scrolls sideways and
+    cannot be reached from the keyboard."""
+    page = browser.new_page()
+    try:
+        page.set_content(
+            "<!doctype html><html lang='en'><head><title>t</title></head><body><main>"
+            "<p>Intro</p><details><summary>Solution</summary>"
+            "<p style='color:#bbb;background:#fff'>faint text</p>"
+            "<div style='overflow-x:auto;width:100px'><pre>" + "x" * 400 + "</pre></div>"
+            "</details></main></body></html>"
+        )
+        closed = {v["id"] for v in run_axe(page)}
+        assert page.evaluate(OPEN_DROPDOWNS_JS) == 0  # no toggle button: details only
+        opened = {v["id"] for v in run_axe(page, include=OPENED)}
+    finally:
+        page.close()
+    assert not {"color-contrast", "scrollable-region-focusable"} & closed, closed
+    assert {"color-contrast", "scrollable-region-focusable"} <= opened, opened
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
