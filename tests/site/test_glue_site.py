@@ -4,8 +4,9 @@ tests/test_glue_cells.py checks the same on the notebooks).
 
 Read from the built HTML of both editions (no browser needed): the code of a cell is the
 text of the ``pre`` blocks in its ``cell_input`` container, which is all the site shows of
-a code cell's code (a ``remove-cell`` cell is not in the page at all). The counts per
-page are printed before anything is asserted.
+a code cell's code (a ``remove-cell`` cell is not in the page at all); on the book, those
+are exactly the chapter's visible code cells. The counts per page are printed before
+anything is asserted.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from __future__ import annotations
 import html
 from html.parser import HTMLParser
 
+import nbformat
 import pytest
 
 from tests.conftest import ROOT
-from tests.glue_cells import VISIBLE_GLUE_LINES_ALLOWED, glue_lines, is_glue_only
+from tests.glue_cells import VISIBLE_GLUE_LINES_ALLOWED, glue_lines, is_glue_only, is_visible
 from tests.site.pages import CHAPTERS, HTML, STUDENT
 
 
@@ -87,3 +89,17 @@ def test_no_code_cell_on_a_chapter_page_only_glues(site, capsys):
     with capsys.disabled():  # printed even when the test passes (and before it asserts)
         print(f"\n{site.relative_to(ROOT)}:\n" + "\n".join(rows))
     assert not problems, "\n".join(problems)
+
+
+def test_the_book_shows_the_visible_code_cells_and_no_other():
+    """What the parser reads is what the chapters show: each page's code cells are exactly
+    the chapter's visible code cells (the glue cells, tagged remove-cell, are not there)."""
+    if not (HTML / "index.html").exists():
+        pytest.fail(f"no built site in {HTML}: run `make html` first")
+    for doc in CHAPTERS:
+        nb = nbformat.read(ROOT / f"{doc}.ipynb", as_version=4)
+        visible = [c.source.strip() for c in nb.cells if is_visible(c) and c.source.strip()]
+        shown = [c.strip() for c in CodeCells((HTML / f"{doc}.html").read_text("utf-8")).cells]
+        assert shown == visible, f"{doc}: the page's code cells are not the visible cells"
+        hidden = [c for c in nb.cells if c.cell_type == "code" and not is_visible(c)]
+        assert len(hidden) >= 2, f"{doc}: the install cell and at least one glue cell"
