@@ -23,7 +23,7 @@ Colab edition's metadata lists them) is replaced by starting cells:
   the student has written it;
 - "# Write your code here." where a solution cell computes without defining anything;
 - nothing for a cell the site leaves out (tagged ``remove-cell``): a glue cell, which
-  only stores the numbers that the solution's text quotes (tests/glue_cells.py).
+  only stores the numbers that the solution's text quotes (scripts/glue_cells.py).
 
 A first cell, above the chapter's title, says what the notebook is (the student edition,
 its exercises), how to work in it and where the solutions are not. Everything else

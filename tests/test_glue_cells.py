@@ -1,5 +1,5 @@
 """The code a reader sees computes; the glue that puts numbers into the prose stays out of
-the way (tests/glue_cells.py says how).
+the way (scripts/glue_cells.py says how, and moves glue calls into glue cells).
 
 - No code cell that a reader of the site sees consists only of glue calls, and each
   chapter shows at most VISIBLE_GLUE_LINES_ALLOWED ``glue(`` lines (the target: none). The
@@ -8,6 +8,8 @@ the way (tests/glue_cells.py says how).
   computation the reader should see), titled, collapsed in Jupyter and in Colab.
 - The Colab and student editions keep every glue cell collapsed, and no starting cell of
   the student edition glues anything (a solution's glue cells are left out with it).
+- scripts/glue_cells.py moves glue calls into glue cells, and leaves (and names) the ones
+  it cannot move as they are.
 
 tests/site/test_glue_site.py counts the same on the built site's pages.
 """
@@ -15,11 +17,15 @@ tests/site/test_glue_site.py counts the same on the built site's pages.
 from __future__ import annotations
 
 import copy
+import sys
 
 import nbformat
 import pytest
 
-from tests.glue_cells import (
+from tests.notebook_bootstrap import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from glue_cells import (
     GLUE_LINE,
     GLUE_METADATA,
     GLUE_TITLE,
@@ -29,10 +35,11 @@ from tests.glue_cells import (
     glue_only_visible_cells,
     is_glue_only,
     is_visible,
+    main,
+    move_glue,
     source_of,
     visible_glue_lines,
 )
-from tests.notebook_bootstrap import ROOT
 
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 EDITIONS = [ROOT / "editions" / "colab", ROOT / "editions" / "student"]
@@ -54,7 +61,7 @@ def visible_glue_report(notebooks: dict[str, dict]) -> tuple[str, list[str]]:
         if count > VISIBLE_GLUE_LINES_ALLOWED:
             problems.append(
                 f"{name}: {count} visible glue( lines (at most {VISIBLE_GLUE_LINES_ALLOWED}); "
-                "move them into a glue cell after the computation (tests/glue_cells.py)"
+                "move them into a glue cell after the computation (scripts/glue_cells.py)"
             )
     return "\n".join(rows), problems
 
@@ -179,7 +186,7 @@ def test_the_chapter_test_fails_on_a_visible_cell_that_only_glues():
     assert problems == [
         f"bad.ipynb: visible code cell {shown.id} only glues values",
         f"bad.ipynb: 1 visible glue( lines (at most {VISIBLE_GLUE_LINES_ALLOWED}); move them "
-        "into a glue cell after the computation (tests/glue_cells.py)",
+        "into a glue cell after the computation (scripts/glue_cells.py)",
     ]
 
 
@@ -205,3 +212,58 @@ def test_a_glue_cell_is_titled_collapsed_removed_and_only_glues(change, problem)
     change(cell)
     problems = glue_cell_problems(cell)
     assert len(problems) == 1 and problem in problems[0], problems
+
+
+# --------------------------------------------------------------------- the mover
+
+
+def test_the_mover_splits_a_cell_into_its_computation_and_a_glue_cell():
+    glued = 'glue("x", f"{x:.4f}")\nfor k in (1, 2):\n    glue(f"x{k}", f"{k * x}")'
+    source = "x = np.pi\n" + glued.replace("\nfor", "\nprint(x)\nfor")
+    nb = notebook(code(source, tags=["nbval-ignore-output"]))
+    assert move_glue(nb) == (1, [])
+    first, second = nb["cells"]
+    assert first["source"] == "x = np.pi\nprint(x)"
+    assert second["source"] == GLUE_TITLE + "\n" + glued
+    assert glue_cell_problems(second) == [] and second["id"] == first["id"] + "-glue"
+    assert "nbval-ignore-output" in second["metadata"]["tags"]  # varies as its cell does
+    assert visible_glue_lines(nb) == 0
+    assert move_glue(nb) == (0, [])  # nothing left to move
+
+
+@pytest.mark.parametrize(
+    "source, reason",
+    [
+        (
+            'for t in (1, 2):\n    y = 2 * t\n    print(y)\n    glue(f"y{t}", f"{y}")',
+            "inside a block",
+        ),
+        ('x = 1\nglue("x", f"{x}")\nx = 2', "reads x, which the cell changes"),
+        ('xs = [1]\nglue("n", f"{len(xs)}")\nxs.append(2)', "reads xs, which the cell changes"),
+        ('p = {}\nglue("p", f"{p}")\np["a"] = 1', "reads p, which the cell changes"),
+    ],
+)
+def test_the_mover_leaves_what_it_cannot_move_and_says_why(source, reason):
+    nb = notebook(code(source))
+    moved, problems = move_glue(nb)
+    assert moved == 0 and len(problems) == 1 and reason in problems[0], problems
+    assert [c["source"] for c in nb["cells"]] == [source]
+
+
+def test_a_cell_that_only_glued_becomes_the_glue_cell_under_its_id():
+    cell = code('glue("x", "1")')
+    nb = notebook(code("x = 1"), cell)
+    assert move_glue(nb) == (1, [])
+    assert [c["id"] for c in nb["cells"]][1:] == [cell.id]
+    assert glue_cell_problems(nb["cells"][1]) == []
+
+
+def test_the_command_moves_glue_and_fails_on_what_it_cannot_move(tmp_path, capsys):
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(notebook(code('x = 1\nglue("x", f"{x}")')), path)
+    assert main([str(path)]) == 0
+    assert [c.source for c in read(path).cells] == ["x = 1", GLUE_TITLE + '\nglue("x", f"{x}")']
+    assert "glue calls of 1 cells moved" in capsys.readouterr().out
+    nbformat.write(notebook(code('for t in (1, 2):\n    print(t)\n    glue("t", f"{t}")')), path)
+    assert main([str(path)]) == 1
+    assert "not moved: cell" in capsys.readouterr().out

@@ -1,5 +1,5 @@
 """The code the built site shows computes: no code cell of a chapter page only glues values,
-and each page shows at most VISIBLE_GLUE_LINES_ALLOWED ``glue(`` lines (tests/glue_cells.py;
+and each page shows at most VISIBLE_GLUE_LINES_ALLOWED ``glue(`` lines (scripts/glue_cells.py;
 tests/test_glue_cells.py checks the same on the notebooks).
 
 Read from the built HTML of both editions (no browser needed): the code of a cell is the
@@ -12,14 +12,17 @@ anything is asserted.
 from __future__ import annotations
 
 import html
+import sys
 from html.parser import HTMLParser
 
 import nbformat
 import pytest
 
 from tests.conftest import ROOT
-from tests.glue_cells import VISIBLE_GLUE_LINES_ALLOWED, glue_lines, is_glue_only, is_visible
 from tests.site.pages import CHAPTERS, HTML, STUDENT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from glue_cells import VISIBLE_GLUE_LINES_ALLOWED, glue_lines, is_glue_only, is_visible
 
 
 class CodeCells(HTMLParser):

@@ -31,7 +31,9 @@ import pytest
 
 from helpers.widgets import RUN_HINT
 from tests.conftest import ROOT
-from tests.glue_cells import GLUE_TITLE
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from glue_cells import GLUE_TITLE
 
 pytestmark = pytest.mark.browser
 
@@ -316,7 +318,7 @@ def test_the_colab_edition_opens_with_its_solutions_collapsed(browser, lab):
 
 
 def test_the_colab_edition_shows_its_glue_cells_collapsed(browser, lab):
-    """JupyterLab reads jupyter.source_hidden: every glue cell (tests/glue_cells.py) shows
+    """JupyterLab reads jupyter.source_hidden: every glue cell (scripts/glue_cells.py) shows
     only its title line, and no code a reader sees calls glue. (Colab reads cellView:
     form, which shows the title and a "Show code" link; no Colab is at hand to test it.)"""
     url, _ = lab
