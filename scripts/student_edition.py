@@ -21,7 +21,9 @@ Colab edition's metadata lists them) is replaced by starting cells:
 - every self-check call of the solution (``helpers.checks.check_*(...)``) in a code cell
   of its own, so that it calls the student's function and reports "not attempted" until
   the student has written it;
-- "# Write your code here." where a solution cell computes without defining anything.
+- "# Write your code here." where a solution cell computes without defining anything;
+- nothing for a cell the site leaves out (tagged ``remove-cell``): a glue cell, which
+  only stores the numbers that the solution's text quotes (scripts/glue_cells.py).
 
 A first cell, above the chapter's title, says what the notebook is (the student edition,
 its exercises), how to work in it and where the solutions are not. Everything else
@@ -75,6 +77,14 @@ ABOUT = [
 
 class StudentEditionError(Exception):
     """A solution the generator cannot turn into starting cells."""
+
+
+#: Tags with which the site leaves a cell out (myst-nb's).
+REMOVED = frozenset({"remove-cell", "remove_cell"})
+
+
+def removed_on_the_site(cell: dict) -> bool:
+    return bool(REMOVED & set(cell.get("metadata", {}).get("tags", [])))
 
 
 def source_of(cell: dict) -> str:
@@ -180,8 +190,8 @@ class Solution:
             out.append(self.new_cell("markdown", prose[0], "answer", text, "answer"))
         defined: set[str] = set()  # names the solution's code binds at top level
         for cell in self.cells:
-            if cell["cell_type"] != "code":
-                continue
+            if cell["cell_type"] != "code" or removed_on_the_site(cell):
+                continue  # a glue cell: the student glues nothing, and its text is gone
             code = source_of(cell)
             try:
                 tree = ast.parse(code)

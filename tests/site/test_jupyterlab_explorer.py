@@ -32,6 +32,9 @@ import pytest
 from helpers.widgets import RUN_HINT
 from tests.conftest import ROOT
 
+sys.path.insert(0, str(ROOT / "scripts"))
+from glue_cells import GLUE_TITLE
+
 pytestmark = pytest.mark.browser
 
 SHOTS = ROOT / "_build" / "screenshots" / "jupyterlab"
@@ -312,3 +315,44 @@ def test_the_colab_edition_opens_with_its_solutions_collapsed(browser, lab):
         assert end >= 2, f"{state[k]['heading']}: its text and code should follow it"
         assert not any(c["shown"] for c in after[:end]), f"{state[k]['heading']} shows cells"
     assert all(state[k]["shown"] for k in exercises)
+
+
+def test_the_colab_edition_shows_its_glue_cells_collapsed(browser, lab):
+    """JupyterLab reads jupyter.source_hidden: every glue cell (scripts/glue_cells.py) shows
+    only its title line, and no code a reader sees calls glue. (Colab reads cellView:
+    form, which shows the title and a "Show code" link; no Colab is at hand to test it.)"""
+    url, _ = lab
+    context, page = open_notebook(browser, url, "edition.ipynb")
+    try:
+        page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=30000)
+        page.wait_for_timeout(2000)
+        state = page.evaluate(
+            """() => {
+              const shown = e => !!e && e.getClientRects().length > 0;
+              return [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].map(c => {
+                const editor = c.querySelector('.jp-InputArea .cm-content');
+                const placeholder = c.querySelector('.jp-InputPlaceholder');
+                return {
+                  code: shown(editor) ? editor.innerText : null,
+                  placeholder: shown(placeholder) ? placeholder.innerText : null,
+                };
+              });
+            }"""
+        )
+        glue_cell = page.locator(".jp-CodeCell .jp-InputPlaceholder").nth(1)
+        glue_cell.scroll_into_view_if_needed()
+        page.screenshot(path=SHOTS / "5_edition_glue_cell_collapsed.png")
+    finally:
+        context.close()
+    edition = nbformat.read(
+        sorted((ROOT / "editions" / "colab").glob("[0-9][0-9]_*.ipynb"))[0], as_version=4
+    )
+    code = [c for c in edition.cells if c.cell_type == "code"]
+    assert len(state) == len(code), (len(state), len(code))
+    glue_cells = [k for k, c in enumerate(code) if "glue(" in c.source]
+    assert glue_cells
+    for k in glue_cells:
+        assert state[k]["code"] is None, (k, state[k])  # collapsed to its title line:
+        assert (state[k]["placeholder"] or "").startswith(GLUE_TITLE), (k, state[k])
+    shown = [s["code"] for s in state if s["code"] is not None]
+    assert shown and not [s for s in shown if "glue(" in s], "glue code shown"
