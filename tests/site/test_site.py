@@ -9,7 +9,8 @@ attributes, explorer captions), every image loaded and described by alternative 
 serious or critical accessibility violation found by axe-core in either theme, the
 chapter's Colab button pointing at that chapter's notebook in the configured repository,
 and dark mode working. Each explorer answers its controls, from the keyboard too, with a
-visible focus ring (those tests open their own page: they move the controls).
+visible focus ring (those two tests share their own load of each chapter: they move the
+controls).
 A screenshot of each page is saved under _build/screenshots/ for a person to look at.
 """
 
@@ -164,64 +165,76 @@ def accessible_name(control) -> str:
     return match.group(1) if match else ""
 
 
+@pytest.fixture(scope="module")
+def explorer_page(browser, book_site):
+    """explorer_page(doc) -> (page, record): a chapter opened once for the two tests that
+    move its explorers' controls (neither needs the controls where they start)."""
+    opened: dict[str, tuple] = {}
+
+    def get(doc: str):
+        if doc not in opened:
+            opened[doc] = open_page(browser, book_site, doc)
+        _, page, record = opened[doc]
+        return page, record
+
+    yield get
+    for context, _, _ in opened.values():
+        context.close()
+
+
 @pytest.mark.parametrize("doc", CHAPTERS)
-def test_explorers_work_from_the_keyboard(browser, book_site, doc):
+def test_explorers_work_from_the_keyboard(explorer_page, doc):
     """Tab reaches every control of every explorer, shows a focus ring drawn by
     explorer.css (not the browser's default), and the arrow keys change the figure;
     every control has an accessible name."""
-    context, page, record = open_page(browser, book_site, doc)
-    try:
-        explorers = page.locator(".explorer")
-        assert explorers.count() >= 1
-        for k in range(explorers.count()):
-            explorer = explorers.nth(k)
-            explorer.scroll_into_view_if_needed()
-            img = explorer.locator("img.explorer-image")
-            # a focusable element just before the controls, then Tab into them
-            explorer.evaluate(
-                """root => {
-                  const b = document.createElement('button');
-                  b.id = 'before-explorer'; b.textContent = 'before';
-                  root.prepend(b);
-                }"""
+    page, record = explorer_page(doc)
+    explorers = page.locator(".explorer")
+    assert explorers.count() >= 1
+    for k in range(explorers.count()):
+        explorer = explorers.nth(k)
+        explorer.scroll_into_view_if_needed()
+        img = explorer.locator("img.explorer-image")
+        # a focusable element just before the controls, then Tab into them
+        explorer.evaluate(
+            """root => {
+              const b = document.createElement('button');
+              b.id = 'before-explorer'; b.textContent = 'before';
+              root.prepend(b);
+            }"""
+        )
+        page.focus("#before-explorer")
+        stops = explorer.locator("input[type=range], fieldset, select")
+        for s in range(stops.count()):
+            page.keyboard.press("Tab")
+            focused = page.evaluate_handle("document.activeElement").as_element()
+            assert focused is not None
+            inside = focused.evaluate("(el, root) => root.contains(el)", explorer.element_handle())
+            assert inside, f"explorer {k}: Tab left the explorer at stop {s}"
+            kind = focused.evaluate("el => el.tagName.toLowerCase() + ':' + (el.type || '')")
+            ring = focused.evaluate(
+                """el => ({visible: el.matches(':focus-visible'),
+                          style: getComputedStyle(el).outlineStyle,
+                          width: parseFloat(getComputedStyle(el).outlineWidth)})"""
             )
-            page.focus("#before-explorer")
-            stops = explorer.locator("input[type=range], fieldset, select")
-            for s in range(stops.count()):
-                page.keyboard.press("Tab")
-                focused = page.evaluate_handle("document.activeElement").as_element()
-                assert focused is not None
-                inside = focused.evaluate(
-                    "(el, root) => root.contains(el)", explorer.element_handle()
-                )
-                assert inside, f"explorer {k}: Tab left the explorer at stop {s}"
-                kind = focused.evaluate("el => el.tagName.toLowerCase() + ':' + (el.type || '')")
-                ring = focused.evaluate(
-                    """el => ({visible: el.matches(':focus-visible'),
-                              style: getComputedStyle(el).outlineStyle,
-                              width: parseFloat(getComputedStyle(el).outlineWidth)})"""
-                )
-                assert ring["visible"] and ring["style"] == "solid" and ring["width"] >= 2, (
-                    f"explorer {k}, {kind}: no focus ring from explorer.css: {ring}"
-                )
-                target = page.locator(":focus")
-                name = accessible_name(target)
-                if kind == "input:radio":
-                    group = stops.nth(s).locator("legend").inner_text().strip()
-                    assert group and name, f"explorer {k}: a radio group without names"
-                else:
-                    assert name.strip(), f"explorer {k}, {kind}: no accessible name"
-                before = img.get_attribute("src")
-                key = "ArrowDown" if kind.startswith("select") else "ArrowRight"
-                if kind == "input:range" and target.evaluate("el => el.value === el.max"):
-                    key = "ArrowLeft"
-                page.keyboard.press(key)
-                assert img.get_attribute("src") != before, (
-                    f"explorer {k}, {kind}: {key} did not change the figure"
-                )
-            explorer.evaluate("root => root.querySelector('#before-explorer').remove()")
-    finally:
-        context.close()
+            assert ring["visible"] and ring["style"] == "solid" and ring["width"] >= 2, (
+                f"explorer {k}, {kind}: no focus ring from explorer.css: {ring}"
+            )
+            target = page.locator(":focus")
+            name = accessible_name(target)
+            if kind == "input:radio":
+                group = stops.nth(s).locator("legend").inner_text().strip()
+                assert group and name, f"explorer {k}: a radio group without names"
+            else:
+                assert name.strip(), f"explorer {k}, {kind}: no accessible name"
+            before = img.get_attribute("src")
+            key = "ArrowDown" if kind.startswith("select") else "ArrowRight"
+            if kind == "input:range" and target.evaluate("el => el.value === el.max"):
+                key = "ArrowLeft"
+            page.keyboard.press(key)
+            assert img.get_attribute("src") != before, (
+                f"explorer {k}, {kind}: {key} did not change the figure"
+            )
+        explorer.evaluate("root => root.querySelector('#before-explorer').remove()")
     assert not record.console_errors, record.console_errors
 
 
@@ -270,52 +283,47 @@ def test_dark_mode(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", CHAPTERS)
-def test_explorers_respond_to_their_controls(browser, book_site, doc):
+def test_explorers_respond_to_their_controls(explorer_page, doc):
     """Every control of every explorer changes the figure: each slider between its ends,
     each radio group and menu between its first and last option."""
-    context, page, record = open_page(browser, book_site, doc)
+    page, record = explorer_page(doc)
     stem = doc.replace("/", "__")
-    try:
-        explorers = page.locator(".explorer")
-        assert explorers.count() >= 1, f"{doc} has no explorer"
-        for k in range(explorers.count()):
-            explorer = explorers.nth(k)
-            explorer.scroll_into_view_if_needed()
-            img = explorer.locator("img").first
-            explorer.screenshot(path=SHOTS / f"{stem}__explorer{k}_before.png")
-            controls = 0
-            for s in range(explorer.locator("input[type=range]").count()):
-                slider = explorer.locator("input[type=range]").nth(s)
-                label = slider.locator("xpath=following-sibling::output[1]")
-                slider.focus()
-                page.keyboard.press("Home")
-                low = (img.get_attribute("src"), label.inner_text())
-                page.keyboard.press("End")
-                high = (img.get_attribute("src"), label.inner_text())
-                assert low[0] != high[0], f"explorer {k}: slider {s} does not change the figure"
-                assert low[1] != high[1], f"explorer {k}: slider {s} does not change its label"
-                controls += 1
-            for group in explorer.locator("fieldset").all():
-                radios = group.locator("input[type=radio]")
-                radios.first.check()
-                first = img.get_attribute("src")
-                radios.last.check()
-                assert img.get_attribute("src") != first, (
-                    f"explorer {k}: a radio group does nothing"
-                )
-                controls += 1
-            for menu in explorer.locator("select").all():
-                values = menu.locator("option").evaluate_all("os => os.map(o => o.value)")
-                menu.select_option(values[0])
-                first = img.get_attribute("src")
-                menu.select_option(values[-1])
-                assert img.get_attribute("src") != first, f"explorer {k}: a menu does nothing"
-                controls += 1
-            assert controls >= 1, f"explorer {k} has no controls"
-            explorer.screenshot(path=SHOTS / f"{stem}__explorer{k}_after.png")
-            assert img.evaluate("i => i.complete && i.naturalWidth > 0")
-    finally:
-        context.close()
+    explorers = page.locator(".explorer")
+    assert explorers.count() >= 1, f"{doc} has no explorer"
+    for k in range(explorers.count()):
+        explorer = explorers.nth(k)
+        explorer.scroll_into_view_if_needed()
+        img = explorer.locator("img").first
+        explorer.screenshot(path=SHOTS / f"{stem}__explorer{k}_before.png")
+        controls = 0
+        for s in range(explorer.locator("input[type=range]").count()):
+            slider = explorer.locator("input[type=range]").nth(s)
+            label = slider.locator("xpath=following-sibling::output[1]")
+            slider.focus()
+            page.keyboard.press("Home")
+            low = (img.get_attribute("src"), label.inner_text())
+            page.keyboard.press("End")
+            high = (img.get_attribute("src"), label.inner_text())
+            assert low[0] != high[0], f"explorer {k}: slider {s} does not change the figure"
+            assert low[1] != high[1], f"explorer {k}: slider {s} does not change its label"
+            controls += 1
+        for group in explorer.locator("fieldset").all():
+            radios = group.locator("input[type=radio]")
+            radios.first.check()
+            first = img.get_attribute("src")
+            radios.last.check()
+            assert img.get_attribute("src") != first, f"explorer {k}: a radio group does nothing"
+            controls += 1
+        for menu in explorer.locator("select").all():
+            values = menu.locator("option").evaluate_all("os => os.map(o => o.value)")
+            menu.select_option(values[0])
+            first = img.get_attribute("src")
+            menu.select_option(values[-1])
+            assert img.get_attribute("src") != first, f"explorer {k}: a menu does nothing"
+            controls += 1
+        assert controls >= 1, f"explorer {k} has no controls"
+        explorer.screenshot(path=SHOTS / f"{stem}__explorer{k}_after.png")
+        assert img.evaluate("i => i.complete && i.naturalWidth > 0")
     assert not record.console_errors, record.console_errors
 
 
