@@ -12,7 +12,7 @@ PY     := $(BIN)/python
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py scripts/grade.py
 
-.PHONY: book student pages grade test lint unit checks nbval html browser colab workflows linkcheck execute edition clean
+.PHONY: book student pages screenshots grade test lint unit checks nbval html browser colab workflows linkcheck execute edition clean
 
 book: $(BIN)/.book-installed node_modules/.installed _build/html/.built
 	@echo
@@ -52,6 +52,11 @@ student: $(BIN)/.book-installed node_modules/.installed
 # _build/pages, the student edition in _build/pages/student/.
 pages: book student
 	$(PY) scripts/book.py --pages _build/pages
+
+# Screenshots of every page of both editions, whole, in light mode and on a phone, and
+# the first screen dark, in _build/screenshots/full/ (make test keeps first screens only).
+screenshots: pages $(BIN)/.test-installed
+	$(PY) scripts/screenshots.py
 
 # Re-execute notebooks and store their outputs (all, or NB=notebooks/01_softmax.ipynb),
 # then regenerate the Colab and student editions (editions/colab/, editions/student/).

@@ -36,7 +36,8 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ["light", "dark"]
 DESKTOP = {"width": 1366, "height": 900}  # the laptop screen every page must fit
 PHONE = {"width": 390, "height": 844}
-# Screenshots for a person to look at: the whole page in light mode, the first screen dark.
+# Screenshots for a person to look at: each page's first screen, in both themes (whole
+# pages, and on a phone: `make screenshots`, scripts/screenshots.py).
 SHOTS = {
     "book": ROOT / "_build" / "screenshots",
     "student": ROOT / "_build" / "screenshots" / "student",
@@ -317,10 +318,9 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
         shots: Path = SHOTS[edition]
         shots.mkdir(parents=True, exist_ok=True)
         name = doc.replace("/", "__")
-        if scheme == "light":  # JPEG: a third less to encode than PNG for a long page
-            page.screenshot(path=shots / f"{name}.jpg", full_page=True, type="jpeg", quality=80)
-        else:
-            page.screenshot(path=shots / f"{name}__{scheme}.png", full_page=False)
+        # the first screen (a whole chapter takes seconds to capture: `make screenshots`)
+        suffix = "" if scheme == "light" else f"__{scheme}"
+        page.screenshot(path=shots / f"{name}{suffix}.png", full_page=False)
         result.furniture = page.evaluate(FURNITURE_JS)
         result.axe = run_axe(page)
         result.dropdowns = page.evaluate(OPEN_DROPDOWNS_JS)

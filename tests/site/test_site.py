@@ -11,7 +11,8 @@ chapter's Colab button pointing at that chapter's notebook in the configured rep
 and dark mode working. Each explorer answers its controls, from the keyboard too, with a
 visible focus ring (those two tests share their own load of each chapter: they move the
 controls).
-A screenshot of each page is saved under _build/screenshots/ for a person to look at.
+A screenshot of each page's first screen is saved under _build/screenshots/ for a person
+to look at (whole pages, and on a phone: `make screenshots`).
 """
 
 from __future__ import annotations
