@@ -518,3 +518,12 @@ def test_check_chunked_linear_attention_catches_a_state_per_token():
     problems = failed(checks.check_chunked_linear_attention(prefix_sums))
     assert list(problems) == ["no n x n matrix, no state per token: n = 2048, chunks of 64"]
     assert "MiB" in next(iter(problems.values()))
+
+
+def test_check_chunked_linear_attention_catches_the_quadratic_form():
+    def quadratic(Q, K, V, chunk):  # one chunk of n: the masked n x n kernel matrix
+        W = np.tril(elu1(Q) @ elu1(K).T)  # (n, n)
+        return W @ V / W.sum(axis=1, keepdims=True)
+
+    problems = failed(checks.check_chunked_linear_attention(quadratic))
+    assert list(problems) == ["no n x n matrix, no state per token: n = 2048, chunks of 64"]
