@@ -369,7 +369,7 @@ def test_exclusive_prefix_sums_with_a_patched_first_row_are_named(fn):
 
 
 def flash1_update(out, ell, mu, Q, K_c, V_c):
-    """A reader's answer: merge the block into the normalised state, out kept normalised."""
+    """A reader's answer: merge the block into the state, the output kept normalised."""
     S = Q @ K_c.T / np.sqrt(Q.shape[1])  # (n, b)
     mu_new = np.maximum(mu, S.max(axis=1))
     P = np.exp(S - mu_new[:, None])

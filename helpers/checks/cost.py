@@ -751,7 +751,7 @@ def _flash1_step(out, ell, mu, Q, K_c, V_c, slip: str = "") -> tuple[np.ndarray,
 _FLASH1_SLIPS = {
     "U": (
         "the output is not divided by the new ell: this is FlashAttention-2's unnormalised "
-        "running output U, while this loop order keeps out normalised after every block",
+        "running output U, while this loop order keeps the output normalised after every block",
         "return out' = (exp(mu - mu') * ell * out + P @ V_c) / ell'",
     ),
     "no ell": (
