@@ -429,11 +429,11 @@ def test_check_log_softmax_backward_names_each_mistake(wrong, problem):
 
 def tempered_softmax(z, tau):
     """A reader's answer: shift by the row maximum (0 for a row of -inf), limit at tau = 0."""
-    z = np.asarray(z)
+    z = np.asarray(z, dtype=np.float64)  # float32 cannot hold tau = 1e-300
     m = z.max(axis=-1, keepdims=True)
     shift = np.where(np.isfinite(m), m, 0.0)
     if tau == 0:
-        e = ((z == m) & np.isfinite(m)).astype(z.dtype)
+        e = ((z == m) & np.isfinite(m)).astype(float)
     else:
         e = np.exp((z - shift) / tau)
     total = e.sum(axis=-1, keepdims=True)
@@ -510,3 +510,16 @@ def test_check_softmax_temperature_names_each_mistake(wrong, case, problem):
         report = checks.check_softmax_temperature(wrong)
     problems = failed(report)
     assert not report and problem in problems[next(k for k in problems if k.startswith(case))]
+
+
+def test_check_softmax_temperature_needs_float64_for_a_tiny_temperature():
+    def in_float32(z, tau):  # right in float64, but float32 logits are divided in float32
+        z = np.asarray(z)
+        if z.dtype == np.float32:  # where tau = 1e-300 rounds to 0
+            return stable_softmax((z - z.max(axis=-1, keepdims=True)) / tau)
+        return tempered_softmax(z, tau)
+
+    with np.errstate(all="ignore"):
+        problems = failed(checks.check_softmax_temperature(in_float32))
+    assert list(problems) == ["float32 logits (tau = 1e-300)"]
+    assert "nan" in problems["float32 logits (tau = 1e-300)"]

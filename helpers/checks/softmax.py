@@ -575,6 +575,11 @@ _ALL_MASKED_HINT = (
     "a row of -inf has maximum m = -inf, and -inf - (-inf) is nan: shift such a row by 0 "
     "instead (every exp is then 0) and divide by 1 instead of its sum, 0"
 )
+_F32_TINY_TAU_HINT = (
+    "tau = 1e-300 is below the smallest float32 (about 1e-45): in float32 arithmetic it "
+    "rounds to 0, and (z - m) / tau is 0/0 = nan at the maximum; divide in float64, e.g. "
+    "z = np.asarray(z, dtype=np.float64)"
+)
 _TINY_TAU_HINT = (
     "exp(z / tau) overflows when tau is small: subtract the row's maximum before dividing "
     "by tau, so that every exponent is <= 0"
@@ -687,7 +692,8 @@ def check_softmax_temperature(fn: Callable[[np.ndarray, float], npt.ArrayLike]) 
     -------
     CheckReport
         Truthy iff every case matches: temperatures from ``1e-300`` to ``1e6``, logits
-        near ``1e4``, tied maxima, ``tau = 0``, fully masked rows, a batch and float32.
+        near ``1e4``, tied maxima, ``tau = 0``, fully masked rows, a batch and float32
+        (``tau = 1e-300`` included, which float32 cannot hold).
         The report recognises logits multiplied by ``tau``, the temperature ignored,
         the first maximum taking all the weight at ``tau = 0``, the softmax over the
         wrong axis, and uniform weights for a fully masked row.
@@ -702,7 +708,7 @@ def check_softmax_temperature(fn: Callable[[np.ndarray, float], npt.ArrayLike]) 
     >>> report = check_softmax_temperature(shifted)
     >>> [r.name for r in report.failures]
     ['tau = 0 with one maximum', 'tau = 0 with tied maxima', 'a fully masked row (tau = 1)',
-     'a fully masked row (tau = 0)']
+     'a fully masked row (tau = 0)', 'float32 logits (tau = 1e-300)']
     """
     inf = np.inf
     cases: list[tuple[str, np.ndarray, float, str]] = [
@@ -732,6 +738,12 @@ def check_softmax_temperature(fn: Callable[[np.ndarray, float], npt.ArrayLike]) 
             _ALL_MASKED_HINT,
         ),
         ("float32 logits (tau = 0.01)", np.array([1.0, 2.0, 3.0], dtype=np.float32), 0.01, ""),
+        (
+            "float32 logits (tau = 1e-300)",
+            np.array([1.0, 3.0, 2.0], dtype=np.float32),
+            1e-300,
+            _F32_TINY_TAU_HINT,
+        ),
     ]
     specs = [
         _Spec(
