@@ -420,3 +420,106 @@ def test_check_log_softmax_backward_names_each_mistake(wrong, problem):
         report = check_log_softmax_backward(wrong)
     assert report.status == "failed"
     assert any(problem in f.problem for f in report.failures), report
+
+
+# ---------------------------------------------------------------------------
+# check_softmax_temperature (exercise 1.3)
+# ---------------------------------------------------------------------------
+
+
+def tempered_softmax(z, tau):
+    """A reader's answer: shift by the row maximum (0 for a row of -inf), limit at tau = 0."""
+    z = np.asarray(z, dtype=np.float64)  # float32 cannot hold tau = 1e-300
+    m = z.max(axis=-1, keepdims=True)
+    shift = np.where(np.isfinite(m), m, 0.0)
+    if tau == 0:
+        e = ((z == m) & np.isfinite(m)).astype(float)
+    else:
+        e = np.exp((z - shift) / tau)
+    total = e.sum(axis=-1, keepdims=True)
+    return e / np.where(total > 0, total, 1)
+
+
+def tempered_by_rows(z, tau):
+    """Another right answer, one row at a time, counting the maxima."""
+    z = np.asarray(z, dtype=float)
+    out = np.zeros_like(z)
+    for idx in np.ndindex(z.shape[:-1]):
+        row = z[idx]
+        if np.isneginf(row).all():
+            continue
+        top = row == row.max()
+        out[idx] = top / top.sum() if tau == 0 else helpers.softmax(row, temperature=tau)
+    return out
+
+
+def test_check_softmax_temperature_passes_right_answers():
+    for fn in (tempered_softmax, tempered_by_rows):
+        assert_all_passed(checks.check_softmax_temperature(fn))
+
+
+def _first_max_at_zero(z, tau):
+    if tau > 0:
+        return tempered_softmax(z, tau)
+    z = np.asarray(z, dtype=float)
+    out = np.zeros_like(z)
+    np.put_along_axis(out, z.argmax(axis=-1)[..., None], 1.0, axis=-1)
+    return np.where(np.isfinite(z.max(axis=-1, keepdims=True)), out, 0.0)
+
+
+def _fill_masked(z, tau):  # a finite fill: uniform weights for a fully masked row
+    z = np.where(np.isneginf(z), -1e9, z)
+    return tempered_softmax(z, tau)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "case", "problem"),
+    [
+        (  # the chapter's softmax: nan at tau = 0 and on a fully masked row
+            lambda z, tau: stable_softmax(np.asarray(z) / tau),
+            "tau = 0 with one maximum",
+            "nan",
+        ),
+        (
+            lambda z, tau: stable_softmax((z - np.max(z, axis=-1, keepdims=True)) / tau),
+            "a fully masked row (tau = 1)",
+            "nan",
+        ),
+        (
+            lambda z, tau: tempered_softmax(np.asarray(z) * tau, 1.0),
+            "a batch of 2 rows",
+            "multiplied by tau",
+        ),
+        (lambda z, tau: tempered_softmax(z, 1.0), "tiny temperature", "temperature is ignored"),
+        (_first_max_at_zero, "tau = 0 with tied maxima", "first of the tied maxima"),
+        (_fill_masked, "a fully masked row (tau = 1)", "uniform weights"),
+        (
+            lambda z, tau: np.exp(np.asarray(z) / tau) / np.exp(np.asarray(z) / tau).sum(-1),
+            "tiny temperature (tau = 1e-3)",
+            "nan",
+        ),
+        (
+            lambda z, tau: np.swapaxes(tempered_softmax(np.swapaxes(z, 0, -1), tau), 0, -1),
+            "a batch of 2 rows (tau = 0.5)",
+            "over the first axis",
+        ),
+    ],
+)
+def test_check_softmax_temperature_names_each_mistake(wrong, case, problem):
+    with np.errstate(all="ignore"):
+        report = checks.check_softmax_temperature(wrong)
+    problems = failed(report)
+    assert not report and problem in problems[next(k for k in problems if k.startswith(case))]
+
+
+def test_check_softmax_temperature_needs_float64_for_a_tiny_temperature():
+    def in_float32(z, tau):  # right in float64, but float32 logits are divided in float32
+        z = np.asarray(z)
+        if z.dtype == np.float32:  # where tau = 1e-300 rounds to 0
+            return stable_softmax((z - z.max(axis=-1, keepdims=True)) / tau)
+        return tempered_softmax(z, tau)
+
+    with np.errstate(all="ignore"):
+        problems = failed(checks.check_softmax_temperature(in_float32))
+    assert list(problems) == ["float32 logits (tau = 1e-300)"]
+    assert "nan" in problems["float32 logits (tau = 1e-300)"]

@@ -588,3 +588,179 @@ def test_check_self_attention_grad_names_each_mistake(wrong, problem):
     report = check_self_attention_grad(wrong)
     assert report.status == "failed"
     assert any(problem in f.problem + f.got for f in report.failures), report
+
+
+# ---------------------------------------------------------------------------
+# check_kernel_attention (exercise 2.2)
+# ---------------------------------------------------------------------------
+
+
+def kernel_expanded(Q, K, V, sigma):
+    """A reader's answer: the square expanded, |q|^2 dropped (it cancels)."""
+    A = softmax_rows((Q @ K.T - 0.5 * (K * K).sum(axis=-1)) / sigma**2)
+    return A @ V, A
+
+
+def kernel_by_distances(Q, K, V, sigma):
+    """Another right answer: the squared distances themselves, max-shifted."""
+    D = ((Q[:, None, :] - K[None, :, :]) ** 2).sum(axis=-1)  # (n, m)
+    A = softmax_rows(-D / (2 * sigma**2))
+    return A @ V, A
+
+
+def kernel_with_slip(slip):
+    def fn(Q, K, V, sigma):
+        QK, kk = Q @ K.T, (K * K).sum(axis=-1)
+        S = {
+            "no key term": QK / sigma**2,
+            "no half": (QK - kk) / sigma**2,
+            "over sigma": (QK - 0.5 * kk) / sigma,
+            "over 2 sigma^2": (QK - 0.5 * kk) / (2 * sigma**2),
+            "sqrt d": QK / np.sqrt(Q.shape[-1]),
+            "plus": (QK + 0.5 * kk) / sigma**2,
+        }[slip]
+        A = softmax_rows(S)
+        return A @ V, A
+
+    fn.__name__ = f"kernel_{slip.replace(' ', '_')}"
+    return fn
+
+
+def kernel_direct(Q, K, V, sigma):  # exp of the distance: 0/0 when every kernel underflows
+    D = ((Q[:, None, :] - K[None, :, :]) ** 2).sum(axis=-1)
+    W = np.exp(-D / (2 * sigma**2))
+    return W / W.sum(axis=-1, keepdims=True) @ V
+
+
+def test_check_kernel_attention_passes_right_answers():
+    for fn in (kernel_expanded, kernel_by_distances, lambda *a: kernel_expanded(*a)[0]):
+        assert_all_passed(checks.check_kernel_attention(fn))
+
+
+def test_kernel_attention_is_attention_with_a_scale_and_a_key_bias():
+    rng = np.random.default_rng(0)
+    Q, K, V = rng.normal(size=(4, 3)), rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+    out, A = kernel_by_distances(Q, K, V, 0.7)
+    ref, A_ref = helpers.scaled_dot_product_attention(
+        Q, K, V, scale=1 / 0.7**2, bias=-0.5 * (K * K).sum(axis=-1) / 0.7**2
+    )
+    np.testing.assert_allclose(out, ref, atol=1e-12)
+    np.testing.assert_allclose(A, A_ref, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("slip", "problem"),
+    [
+        ("no key term", "the term -|k_j|^2 / (2 sigma^2) of each key is missing"),
+        ("no half", "the factor 1/2 is missing"),
+        ("over sigma", "divided by sigma, not by sigma^2"),
+        ("over 2 sigma^2", "are divided by 2 sigma^2"),
+        ("sqrt d", "this is scaled dot-product attention"),
+        ("plus", "the wrong sign"),
+    ],
+)
+def test_check_kernel_attention_names_each_slip(slip, problem):
+    report = checks.check_kernel_attention(kernel_with_slip(slip))
+    problems = failed(report)
+    assert problems and any(problem in p for p in problems.values())
+
+
+def test_check_kernel_attention_catches_the_underflowing_kernel():
+    with np.errstate(all="ignore"):
+        report = checks.check_kernel_attention(kernel_direct)
+    problems = failed(report)
+    assert sorted(problems) == ["queries far from every key", "tiny sigma = 1e-3 (the nearest key)"]
+    assert all("nan" in p for p in problems.values())
+    assert "subtract each row's maximum score" in flat(report)
+
+
+def test_check_kernel_attention_names_the_softmax_over_the_queries():
+    def over_queries(Q, K, V, sigma):
+        A = softmax_rows((Q @ K.T - 0.5 * (K * K).sum(axis=-1)) / sigma**2, axis=0)
+        return A @ V, A
+
+    report = checks.check_kernel_attention(over_queries)
+    assert "over the queries" in failed(report)["keys of different lengths"]
+
+
+# ---------------------------------------------------------------------------
+# check_left_padded_attention (exercise 2.4)
+# ---------------------------------------------------------------------------
+
+
+def left_padded(Q, K, V, lengths, *, slip=""):
+    """A reader's answer: build the (b, n, n) mask, softmax with zero rows where empty."""
+    n = Q.shape[-2]
+    pos = np.arange(n)
+    lengths = np.asarray(lengths)[:, None]
+    real = pos < lengths if slip == "right-padded" else pos >= n - lengths  # (b, n)
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    mask = {
+        "no causal": real[:, None, :] & True,
+        "no padding": causal[None] & True,
+        "queries": causal & real[:, :, None],
+    }.get(slip, causal & real[:, None, :])
+    S = np.where(mask, Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]), -np.inf)
+    if slip == "fill":
+        S = np.where(mask, S, -1e9)
+    top = S.max(axis=-1, keepdims=True)
+    E = np.exp(S - np.where(np.isinf(top), 0.0, top))
+    total = E.sum(axis=-1, keepdims=True)
+    A = E / np.where(total > 0, total, 1.0)
+    return A @ V, A
+
+
+def test_check_left_padded_attention_passes_right_answers():
+    def via_helpers(Q, K, V, lengths):
+        n = Q.shape[-2]
+        real = np.arange(n) >= n - np.asarray(lengths)[:, None]
+        return helpers.scaled_dot_product_attention(
+            Q, K, V, mask=helpers.causal_mask(n) & real[:, None, :]
+        )
+
+    for fn in (left_padded, via_helpers):
+        assert_all_passed(checks.check_left_padded_attention(fn))
+
+
+def test_left_padding_leaves_the_real_tokens_as_if_unpadded():
+    rng = np.random.default_rng(5)
+    Q, K, V = rng.normal(size=(3, 6, 4)), rng.normal(size=(3, 6, 4)), rng.normal(size=(3, 6, 2))
+    out, A = left_padded(Q, K, V, [6, 2, 4])
+    alone, _ = left_padded(Q[2:, 2:], K[2:, 2:], V[2:, 2:], [4])  # the 4 real tokens alone
+    np.testing.assert_allclose(out[2, 2:], alone[0], atol=1e-12)
+    assert (out[1, :4] == 0).all() and (A[1, :4] == 0).all()  # padding queries: zero rows
+
+
+@pytest.mark.parametrize(
+    ("slip", "problem"),
+    [
+        ("right-padded", "the padding is taken to be on the right"),
+        ("no causal", "the causal mask is missing"),
+        ("no padding", "the padding mask is missing"),
+        ("queries", "hides queries instead of keys"),
+        ("fill", "uniform over keys it may not see"),
+    ],
+)
+def test_check_left_padded_attention_names_each_slip(slip, problem):
+    report = checks.check_left_padded_attention(functools.partial(left_padded, slip=slip))
+    problems = failed(report)
+    # near-one-hot weights (scores near 1e3) can make two slips give the same output
+    named_right = [problem in p for p in problems.values()]
+    assert len(named_right) >= 3 and sum(named_right) >= len(named_right) - 1
+
+
+def test_check_left_padded_attention_catches_nan_rows():
+    def nan_rows(Q, K, V, lengths):
+        n = Q.shape[-2]
+        real = np.arange(n) >= n - np.asarray(lengths)[:, None]
+        mask = np.tril(np.ones((n, n), dtype=bool)) & real[:, None, :]
+        S = np.where(mask, Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]), -np.inf)
+        E = np.exp(S - S.max(axis=-1, keepdims=True))
+        return E / E.sum(axis=-1, keepdims=True) @ V
+
+    with np.errstate(all="ignore"):
+        report = checks.check_left_padded_attention(nan_rows)
+    problems = failed(report)
+    assert "no padding (lengths = n)" not in problems
+    assert problems and all("nan" in p for p in problems.values())
+    assert "weights 0 and output 0" in flat(report)

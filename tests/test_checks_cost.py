@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import helpers
+from helpers import checks
 from helpers.checks import (
     check_causal_linear_attention,
     check_kv_cache_bytes,
@@ -360,3 +361,169 @@ def test_exclusive_prefix_sums_with_a_patched_first_row_are_named(fn):
         assert "the sums stop before the query's own key (j < i)" in problem
         assert "was patched" in problem
     assert "np.cumsum gives the inclusive sums" in flat(report)
+
+
+# ---------------------------------------------------------------------------
+# check_flash1_update (exercise 5.3)
+# ---------------------------------------------------------------------------
+
+
+def flash1_update(out, ell, mu, Q, K_c, V_c):
+    """A reader's answer: merge the block into the state, the output kept normalised."""
+    S = Q @ K_c.T / np.sqrt(Q.shape[1])  # (n, b)
+    mu_new = np.maximum(mu, S.max(axis=1))
+    P = np.exp(S - mu_new[:, None])
+    c = np.exp(mu - mu_new)  # 0 on the first block
+    ell_new = c * ell + P.sum(axis=1)
+    return ((c * ell)[:, None] * out + P @ V_c) / ell_new[:, None], ell_new, mu_new
+
+
+def flash1_by_merge(out, ell, mu, Q, K_c, V_c):
+    """Another: the block's own (mu, ell, o), merged by the chapter's proposition."""
+    S = Q @ K_c.T / np.sqrt(Q.shape[1])
+    mu_b = S.max(axis=1)
+    E = np.exp(S - mu_b[:, None])
+    ell_b, o_b = E.sum(axis=1), E @ V_c / E.sum(axis=1, keepdims=True)
+    mu_new = np.maximum(mu, mu_b)
+    w_old, w_b = np.exp(mu - mu_new) * ell, np.exp(mu_b - mu_new) * ell_b
+    return (w_old[:, None] * out + w_b[:, None] * o_b) / (w_old + w_b)[:, None], w_old + w_b, mu_new
+
+
+def test_check_flash1_update_passes_right_answers():
+    for fn in (flash1_update, flash1_by_merge):
+        assert_all_passed(checks.check_flash1_update(fn))
+
+
+def test_the_flash1_loop_order_gives_attention():
+    rng = np.random.default_rng(3)
+    Q, K, V = rng.normal(size=(10, 8)), rng.normal(size=(23, 8)), rng.normal(size=(23, 3))
+    out, ell, mu = np.zeros((10, 3)), np.zeros(10), np.full(10, -np.inf)
+    for k0 in range(0, 23, 5):  # the key blocks outside
+        for q0 in range(0, 10, 4):  # the query blocks inside, each reading its own state
+            rows = slice(q0, q0 + 4)
+            out[rows], ell[rows], mu[rows] = flash1_update(
+                out[rows], ell[rows], mu[rows], Q[rows], K[k0 : k0 + 5], V[k0 : k0 + 5]
+            )
+    out, _ = helpers.scaled_dot_product_attention(Q, K, V)
+    np.testing.assert_allclose(out, out, atol=1e-12)
+    np.testing.assert_allclose(mu + np.log(ell), helpers.logsumexp(Q @ K.T / np.sqrt(8)))
+
+
+@pytest.mark.parametrize(
+    ("slip", "problem"),
+    [
+        ("U", "the output is not divided by the new ell"),
+        ("no ell", "not multiplied by its ell"),
+        ("not rescaled", "not rescaled by exp(mu - mu')"),
+        ("ell not rescaled", "the running sum is not rescaled"),
+        ("block max", "the new maximum is the block's own"),
+        ("block average", "normalised on its own and averaged"),
+        ("no scale", "not divided by sqrt(d_k)"),
+    ],
+)
+def test_check_flash1_update_names_each_slip(slip, problem):
+    from helpers.checks.cost import _flash1_step
+
+    def wrong(out, ell, mu, Q, K_c, V_c):
+        return _flash1_step(out, ell, mu, Q, K_c, V_c, slip)
+
+    with np.errstate(all="ignore"):
+        report = checks.check_flash1_update(wrong)
+    problems = failed(report)
+    assert problems and any(problem in p for p in problems.values())
+    assert all(problem in p or "nan" in p for p in problems.values())
+
+
+def test_check_flash1_update_names_a_result_that_is_not_a_state():
+    report = checks.check_flash1_update(lambda out, ell, mu, Q, K_c, V_c: out)
+    assert not report and "expected a tuple (out, ell, mu)" in flat(report)
+
+
+# ---------------------------------------------------------------------------
+# check_chunked_linear_attention (exercise 5.4)
+# ---------------------------------------------------------------------------
+
+
+def elu1(x):
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def chunked(Q, K, V, chunk):
+    """A reader's answer: the state of the earlier chunks, a masked C x C form inside."""
+    H, z = np.zeros((Q.shape[1], V.shape[1])), np.zeros(Q.shape[1])
+    out = np.empty((Q.shape[0], V.shape[1]))
+    for c0 in range(0, Q.shape[0], chunk):
+        q, k, v = elu1(Q[c0 : c0 + chunk]), elu1(K[c0 : c0 + chunk]), V[c0 : c0 + chunk]
+        W = np.tril(q @ k.T)  # (C, C), j <= i
+        out[c0 : c0 + len(q)] = (q @ H + W @ v) / (q @ z + W.sum(axis=1))[:, None]
+        H, z = H + k.T @ v, z + k.sum(axis=0)
+    return out
+
+
+def chunked_by_blocks(Q, K, V, chunk):
+    """Another: each chunk's block of the masked kernel matrix, earlier chunks as a sum."""
+    out = []
+    for c0 in range(0, Q.shape[0], chunk):
+        q = elu1(Q[c0 : c0 + chunk])
+        k_before, k_in = elu1(K[:c0]), elu1(K[c0 : c0 + chunk])
+        W_in = np.tril(q @ k_in.T)
+        top = q @ (k_before.T @ V[:c0]) + W_in @ V[c0 : c0 + chunk]
+        out.append(top / (q @ k_before.sum(axis=0) + W_in.sum(axis=1))[:, None])
+    return np.concatenate(out)
+
+
+def test_check_chunked_linear_attention_passes_right_answers():
+    for fn in (chunked, chunked_by_blocks):
+        assert_all_passed(checks.check_chunked_linear_attention(fn))
+
+
+def test_chunks_of_any_size_give_causal_linear_attention():
+    rng = np.random.default_rng(2)
+    Q, K, V = rng.normal(size=(30, 5)), rng.normal(size=(30, 5)), rng.normal(size=(30, 3))
+    ref = helpers.linear_attention(Q, K, V, causal=True)
+    for chunk in (1, 2, 7, 30, 64):
+        np.testing.assert_allclose(chunked(Q, K, V, chunk), ref, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("slip", "problem"),
+    [
+        ("state first", "counted a second time"),
+        ("not causal inside", "every query uses every key of the chunk"),
+        ("strict inside", "nan"),  # the first token sees no key: 0 / 0
+        ("no inside", "nan"),
+        ("no state update", "the running state is never updated"),
+        ("no denominator", "not divided by phi(q_i) . z"),
+        ("last chunk dropped", "the last, partial chunk is left out"),
+    ],
+)
+def test_check_chunked_linear_attention_names_each_slip(slip, problem):
+    from helpers.checks.cost import _chunked_variant
+
+    with np.errstate(all="ignore"):
+        report = checks.check_chunked_linear_attention(
+            lambda Q, K, V, chunk: _chunked_variant(Q, K, V, chunk, slip)
+        )
+    problems = failed(report)
+    assert problems and all(problem in p for p in problems.values())
+
+
+def test_check_chunked_linear_attention_catches_a_state_per_token():
+    def prefix_sums(Q, K, V, chunk):  # the chapter's cumsum: an (n, d, d_v) array
+        Qf, Kf = elu1(Q), elu1(K)
+        H = np.cumsum(Kf[:, :, None] * V[:, None, :], axis=0)
+        z = np.cumsum(Kf, axis=0)
+        return np.einsum("nf,nfv->nv", Qf, H) / np.einsum("nf,nf->n", Qf, z)[:, None]
+
+    problems = failed(checks.check_chunked_linear_attention(prefix_sums))
+    assert list(problems) == ["no n x n matrix, no state per token: n = 2048, chunks of 64"]
+    assert "MiB" in next(iter(problems.values()))
+
+
+def test_check_chunked_linear_attention_catches_the_quadratic_form():
+    def quadratic(Q, K, V, chunk):  # one chunk of n: the masked n x n kernel matrix
+        W = np.tril(elu1(Q) @ elu1(K).T)  # (n, n)
+        return W @ V / W.sum(axis=1, keepdims=True)
+
+    problems = failed(checks.check_chunked_linear_attention(quadratic))
+    assert list(problems) == ["no n x n matrix, no state per token: n = 2048, chunks of 64"]

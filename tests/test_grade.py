@@ -115,9 +115,16 @@ RIGHT = {
             return np.diag(p) - np.outer(p, p)
         """,
     "my_softmax": """
-        def my_softmax(z):
-            e = np.exp(z - z.max())
-            return e / e.sum()
+        def my_softmax(z, tau=1.0):
+            z = np.asarray(z, dtype=float)
+            top = z.max(axis=-1, keepdims=True)
+            seen = np.isfinite(top)  # False for a row of -inf
+            if tau == 0:
+                e = ((z == top) & seen).astype(float)
+            else:
+                e = np.exp((z - np.where(seen, top, 0.0)) / tau)
+            total = e.sum(axis=-1, keepdims=True)
+            return e / np.where(total > 0, total, 1.0)
         """,
     "my_log_softmax_backward": """
         def my_log_softmax_backward(z, g):
@@ -131,8 +138,9 @@ RIGHT = {
         """,
 }
 WRONG_SOFTMAX = """
-    def my_softmax(z):  # the textbook formula: overflows for large logits
-        return np.exp(z) / np.exp(z).sum()
+    def my_softmax(z, tau=1.0):  # the textbook formula: overflows for large logits
+        e = np.exp(np.asarray(z) / tau)
+        return e / e.sum(axis=-1, keepdims=True)
     """
 LOOPING_ENTROPY = """
     def my_entropy(p):
@@ -143,7 +151,7 @@ LOOPING_ENTROPY = """
 # np.empty reserves address space, which the limit (RLIMIT_AS) counts, without writing
 # to it: the test reaches the limit in milliseconds instead of filling 2 GB of memory.
 HOGGING_SOFTMAX = """
-    def my_softmax(z):
+    def my_softmax(z, tau=1.0):
         blocks = []
         while True:  # allocates without bound
             blocks.append(np.empty(10**7))
@@ -245,7 +253,9 @@ def check_exactly_the_wrong_answer_and_the_infinite_loop_are_reported(class_resu
     wrong = {f: r for f, r in graded.items() if r["status"] != "passed"}
     assert sorted(wrong) == ["my_entropy", "my_softmax"]
     assert wrong["my_softmax"]["status"] == "failed"
-    assert wrong["my_softmax"]["message"].startswith("large logits: the output contains nan")
+    assert wrong["my_softmax"]["message"].startswith(
+        "logits near 1e4 (tau = 2): the output contains nan"
+    )
     assert wrong["my_entropy"]["status"] == "error"
     assert (
         wrong["my_entropy"]["message"]

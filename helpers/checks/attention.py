@@ -24,6 +24,8 @@ __all__ = [
     "check_attention",
     "check_attention_grad",
     "check_causal_mask",
+    "check_kernel_attention",
+    "check_left_padded_attention",
     "check_masked_attention",
     "check_self_attention_grad",
 ]
@@ -868,3 +870,361 @@ def check_self_attention_grad(
     return CheckReport(
         check="check_self_attention_grad", function=_name_of(fn), results=tuple(results)
     )
+
+
+# ---------------------------------------------------------------------------
+# check_kernel_attention (exercise 2.2: Nadaraya-Watson with vectors)
+# ---------------------------------------------------------------------------
+
+_KERNEL_FORMULA = (
+    "a_ij = exp(-|q_i - k_j|^2 / (2 sigma^2)) / sum_j' exp(-|q_i - k_j'|^2 / (2 sigma^2)), "
+    "a softmax over the keys of the scores (q_i . k_j - |k_j|^2 / 2) / sigma^2; the output "
+    "is A @ V"
+)
+_KERNEL_UNDERFLOW = (
+    "exp(-|q - k|^2 / (2 sigma^2)) underflows to 0 for every key when sigma is small, and "
+    "0/0 is nan: write the weights as a softmax of the scores -|q_i - k_j|^2 / (2 sigma^2) "
+    "(or of the expanded form) and subtract each row's maximum score first"
+)
+
+
+def _kernel_reference(Q: np.ndarray, K: np.ndarray, V: np.ndarray, sigma: float):
+    Q, K, V = (np.asarray(a, dtype=np.float64) for a in (Q, K, V))
+    S = (Q @ K.T - 0.5 * (K * K).sum(axis=-1)) / sigma**2  # (n, m)
+    A = _softmax_rows(S)
+    return A @ V, A
+
+
+def _kernel_slips(Q, K, V, sigma) -> list[tuple[np.ndarray, Finding]]:
+    Q, K, V = (np.asarray(a, dtype=np.float64) for a in (Q, K, V))
+    QK, kk = Q @ K.T, (K * K).sum(axis=-1)
+
+    def out(S: np.ndarray, axis: int = -1) -> np.ndarray:
+        return _softmax_rows(S, axis) @ V
+
+    norm_hint = (
+        "expand |q - k|^2 = |q|^2 - 2 q . k + |k|^2: the |q_i|^2 term is the same for every "
+        "key of row i and cancels in the softmax, the |k_j|^2 term does not"
+    )
+    return [
+        (
+            out(QK / sigma**2),
+            Finding(
+                "the weights are a softmax of q . k / sigma^2 alone: the term -|k_j|^2 / "
+                "(2 sigma^2) of each key is missing, so a long key wins even when it is far",
+                norm_hint,
+            ),
+        ),
+        (
+            out((QK - kk) / sigma**2),
+            Finding(
+                "the key's term is -|k_j|^2 / sigma^2: the factor 1/2 is missing",
+                norm_hint,
+            ),
+        ),
+        (
+            out((QK - 0.5 * kk) / sigma),
+            Finding("the scores are divided by sigma, not by sigma^2", _KERNEL_FORMULA),
+        ),
+        (
+            out((QK - 0.5 * kk) / (2 * sigma**2)),
+            Finding(
+                "the scores (q . k - |k|^2 / 2) are divided by 2 sigma^2: the 2 of "
+                "2 sigma^2 was already used to halve -2 q . k",
+                _KERNEL_FORMULA,
+            ),
+        ),
+        (
+            out(QK / np.sqrt(Q.shape[-1])),
+            Finding(
+                "this is scaled dot-product attention (q . k / sqrt(d)): the width of the "
+                "kernel, sigma, and the key's own term are not used",
+                norm_hint,
+            ),
+        ),
+        (
+            out((QK - 0.5 * kk) / sigma**2, axis=0) if Q.shape[0] > 1 else np.array([]),
+            Finding(
+                "the softmax is taken over the queries (axis 0): each query's weights must "
+                "sum to 1 over the keys",
+                "normalise along the last axis: max and sum with axis=-1, keepdims=True",
+            ),
+        ),
+        (
+            out((QK + 0.5 * kk) / sigma**2),
+            Finding(
+                "the key's term has the wrong sign: +|k_j|^2 / (2 sigma^2) favours far keys",
+                norm_hint,
+            ),
+        ),
+    ]
+
+
+def _kernel_diagnose(sigma: float) -> Callable[[Case, np.ndarray], list[Finding]]:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        Q, K, V = (np.asarray(case.inputs[k]) for k in ("Q", "K", "V"))
+        return _recognise(got, _kernel_slips(Q, K, V, sigma))
+
+    return diagnose
+
+
+def check_kernel_attention(
+    fn: Callable[[np.ndarray, np.ndarray, np.ndarray, float], object],
+) -> CheckReport:
+    """Check the reader's Gaussian-kernel (Nadaraya-Watson) attention on vectors.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(Q, K, V, sigma)`` with ``Q (n, d)``, ``K (m, d)``, ``V (m, d_v)`` and a
+        Python float ``sigma > 0``, returning ``(output, weights)`` of shapes
+        ``(n, d_v)`` and ``(n, m)`` (or the output alone): the weights are
+        ``exp(-|q_i - k_j|^2 / (2 sigma^2))`` normalised over the keys. The output is
+        checked.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches: a hand-sized example, keys of different lengths
+        (where the key's own term decides), cross shapes, a tiny ``sigma`` (every kernel
+        value underflows: the nearest key's value), a large ``sigma`` (the mean of the
+        values) and queries far from every key. The report recognises the key's term
+        left out, without its 1/2 or with the wrong sign, a division by ``sigma`` or by
+        ``2 sigma^2``, scaled dot-product attention, and the softmax over the queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_kernel_attention
+    >>> def dot_product_only(Q, K, V, sigma):  # the key's own term is missing: a slip
+    ...     S = Q @ K.T / sigma**2
+    ...     A = np.exp(S - S.max(axis=-1, keepdims=True))
+    ...     A = A / A.sum(axis=-1, keepdims=True)
+    ...     return A @ V, A
+    >>> report = check_kernel_attention(dot_product_only)
+    >>> bool(report), report.failures[0].problem.split(":")[0]
+    (False, 'the weights are a softmax of q . k / sigma^2 alone')
+    """
+    _require_callable(fn, "check_kernel_attention")
+    from helpers.checks.multihead import _append, _run, _Spec
+
+    rng = np.random.default_rng(4)
+    far = rng.normal(size=(3, 2)) + 1e3
+    inputs = [
+        (
+            "1 query and 3 keys on a line",
+            np.array([[2.6]]),
+            np.array([[1.0], [2.0], [3.0]]),
+            np.array([[1.0], [2.0], [4.0]]),
+            0.4,
+            _KERNEL_FORMULA,
+        ),
+        (
+            "keys of different lengths",
+            np.array([[1.0, 0.0], [0.0, 1.0]]),
+            np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 0.5]]),
+            np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+            1.0,
+            _KERNEL_FORMULA,
+        ),
+        (
+            "cross shapes (n=2, m=4, d=3, d_v=5)",
+            rng.normal(size=(2, 3)),
+            rng.normal(size=(4, 3)),
+            np.arange(20.0).reshape(4, 5),
+            0.8,
+            "Q is (n, d), K is (m, d), V is (m, d_v): the weights are (n, m), the output (n, d_v)",
+        ),
+        (
+            "tiny sigma = 1e-3 (the nearest key)",
+            np.array([[0.0, 0.0], [2.0, 2.1]]),
+            np.array([[0.1, 0.0], [1.0, 1.0], [2.0, 2.0]]),
+            np.array([[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]),
+            1e-3,
+            _KERNEL_UNDERFLOW,
+        ),
+        (
+            "large sigma = 1e4 (the mean of the values)",
+            np.array([[0.0, 1.0]]),
+            np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]]),
+            np.array([[4.0], [8.0], [0.0], [0.0]]),
+            1e4,
+            _KERNEL_FORMULA,
+        ),
+        (
+            "queries far from every key",
+            far + rng.normal(size=(3, 2)) * 0.1,
+            rng.normal(size=(4, 2)),
+            rng.normal(size=(4, 3)),
+            1.0,
+            _KERNEL_UNDERFLOW,
+        ),
+    ]
+    specs = [
+        _Spec(
+            Case(name, {"Q": Q, "K": K, "V": V}, _kernel_reference(Q, K, V, sigma)[0], hint),
+            _append(sigma),
+            f"Q: {Q.shape}, K: {K.shape}, V: {V.shape}, sigma = {sigma:g}",
+            _kernel_diagnose(sigma),
+            lambda r: r[0] if isinstance(r, tuple) and len(r) == 2 else r,
+        )
+        for name, Q, K, V, sigma, hint in inputs
+    ]
+    return _run(fn, "check_kernel_attention", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_left_padded_attention (exercise 2.4: a batch of left-padded prompts)
+# ---------------------------------------------------------------------------
+
+_LEFT_PAD_RULE = (
+    "sequence s has its lengths[s] real tokens in the last lengths[s] positions; query i "
+    "may attend to key j when j <= i (causal) and j >= n - lengths[s] (a real token): a "
+    "(b, n, n) mask, causal_mask(n) & (np.arange(n) >= n - lengths[:, None])[:, None, :]; "
+    "a query with no allowed key (a padding position) gets weights 0 and output 0"
+)
+
+
+def _left_pad_mask(lengths: np.ndarray, n: int, variant: str = "") -> np.ndarray:
+    """The (b, n, n) mask of the right answer, or of ``variant``'s slip."""
+    pos = np.arange(n)
+    lengths = np.asarray(lengths)[:, None]
+    real = pos >= n - lengths  # (b, n): the last lengths[s] positions
+    masks = {
+        "": causal_mask(n) & real[:, None, :],
+        "right-padded": causal_mask(n) & (pos < lengths)[:, None, :],
+        "no causal": real[:, None, :],
+        "no padding": causal_mask(n)[None],
+        "queries": causal_mask(n) & real[:, :, None],
+    }
+    return np.broadcast_to(masks[variant], (len(lengths), n, n))
+
+
+def _zero_rows_attention(Q, K, V, mask, fill: float = -np.inf) -> np.ndarray:
+    S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    if np.isinf(fill):
+        return scaled_dot_product_attention(Q, K, V, mask=mask)[0]
+    return _softmax_rows(np.where(mask, S, fill)) @ V
+
+
+def _left_pad_slips(Q, K, V, lengths) -> list[tuple[np.ndarray, Finding]]:
+    n = Q.shape[-2]
+    right = _left_pad_mask(lengths, n)
+    return [
+        (
+            _zero_rows_attention(Q, K, V, _left_pad_mask(lengths, n, "right-padded")),
+            Finding(
+                "the padding is taken to be on the right (keys j < lengths[s] are real): "
+                "here it is on the left, the real tokens are the last ones",
+                _LEFT_PAD_RULE,
+            ),
+        ),
+        (
+            _zero_rows_attention(Q, K, V, _left_pad_mask(lengths, n, "no causal")),
+            Finding(
+                "the causal mask is missing: a query attends to the keys after it",
+                _LEFT_PAD_RULE,
+            ),
+        ),
+        (
+            _zero_rows_attention(Q, K, V, _left_pad_mask(lengths, n, "no padding")),
+            Finding(
+                "the padding mask is missing: the queries attend to the padding keys",
+                _LEFT_PAD_RULE,
+            ),
+        ),
+        (
+            _zero_rows_attention(Q, K, V, _left_pad_mask(lengths, n, "queries")),
+            Finding(
+                "the padding rule hides queries instead of keys (the mask is indexed "
+                "[s, j, i] instead of [s, i, j]): real tokens still attend to the padding",
+                _LEFT_PAD_RULE,
+            ),
+        ),
+        (
+            _zero_rows_attention(Q, K, V, right, fill=-1e9),
+            Finding(
+                "a padding query gets the mean of all the values: its weights are uniform "
+                "over keys it may not see (what a finite fill such as -1e9 gives)",
+                _FULLY_MASKED_RULE,
+            ),
+        ),
+    ]
+
+
+def _left_pad_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    Q, K, V = _as_float64(*(case.inputs[k] for k in ("Q", "K", "V")))
+    lengths = np.asarray(case.inputs["lengths"])
+    return _recognise(got, _left_pad_slips(Q, K, V, lengths))
+
+
+def check_left_padded_attention(fn: Callable[..., object]) -> CheckReport:
+    """Check the reader's causal self-attention on a batch of left-padded sequences.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(Q, K, V, lengths)`` with ``Q, K (b, n, d_k)``, ``V (b, n, d_v)`` and
+        ``lengths (b,)`` integers: sequence ``s`` has its ``lengths[s]`` real tokens in
+        the last positions. Returns ``(output, weights)`` of shapes ``(b, n, d_v)`` and
+        ``(b, n, n)`` (or the output alone): causal attention over the real keys, and
+        weights 0 and output 0 for a query with no real key up to it. The output is
+        checked.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches: no padding, one sequence padded, a batch of three
+        lengths, a sequence of one token, scores near ``1e3`` and float32. The report
+        recognises padding taken to be on the right, the causal mask or the padding mask
+        left out, the padding rule applied to the queries, and uniform weights for the
+        padding queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers import causal_mask, scaled_dot_product_attention
+    >>> from helpers.checks import check_left_padded_attention
+    >>> def right_padded(Q, K, V, lengths):  # the padding on the wrong side: a slip
+    ...     n = Q.shape[-2]
+    ...     real = np.arange(n) < np.asarray(lengths)[:, None]  # (b, n)
+    ...     return scaled_dot_product_attention(Q, K, V, mask=causal_mask(n) & real[:, None, :])
+    >>> report = check_left_padded_attention(right_padded)
+    >>> bool(report), report.failures[0].problem.split(":")[0]
+    (False, 'the padding is taken to be on the right (keys j < lengths[s] are real)')
+    """
+    _require_callable(fn, "check_left_padded_attention")
+    from helpers.checks.multihead import _run, _Spec
+
+    rng = np.random.default_rng(8)
+
+    def qkv(b: int, n: int, d_k: int, d_v: int, scale: float = 1.0, dtype=np.float64):
+        return (
+            (rng.normal(size=(b, n, d_k)) * scale).astype(dtype),
+            (rng.normal(size=(b, n, d_k)) * scale).astype(dtype),
+            rng.normal(size=(b, n, d_v)).astype(dtype),
+        )
+
+    inputs = [
+        ("no padding (lengths = n)", qkv(2, 4, 3, 2), [4, 4]),
+        ("one sequence padded", qkv(1, 5, 4, 3), [3]),
+        ("a batch of three lengths", qkv(3, 6, 4, 2), [6, 2, 4]),
+        ("a sequence of one real token", qkv(2, 4, 2, 2), [1, 4]),
+        ("scores near 1e3", qkv(2, 5, 4, 2, scale=20.0), [5, 3]),
+        ("float32 input", qkv(2, 5, 4, 3, dtype=np.float32), [2, 5]),
+    ]
+    specs = []
+    for name, (Q, K, V), lengths in inputs:
+        lengths = np.array(lengths)
+        mask = _left_pad_mask(lengths, Q.shape[-2])
+        expected = scaled_dot_product_attention(*_as_float64(Q, K, V), mask=mask)[0]
+        specs.append(
+            _Spec(
+                Case(name, {"Q": Q, "K": K, "V": V, "lengths": lengths}, expected, _LEFT_PAD_RULE),
+                lambda *arrays: arrays,
+                f"Q, K: {Q.shape}, V: {V.shape}, lengths = {lengths.tolist()}",
+                _left_pad_diagnose,
+                lambda r: r[0] if isinstance(r, tuple) and len(r) == 2 else r,
+            )
+        )
+    return _run(fn, "check_left_padded_attention", specs)

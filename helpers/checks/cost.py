@@ -21,6 +21,8 @@ from helpers.checks.multihead import _append, _run, _Spec, _Unusable
 
 __all__ = [
     "check_causal_linear_attention",
+    "check_chunked_linear_attention",
+    "check_flash1_update",
     "check_kv_cache_bytes",
     "check_online_softmax_merge",
     "check_tiled_attention",
@@ -286,9 +288,13 @@ def _memory_case(
     shown: str,
     n: int,
     diagnose: Diagnose | None = None,
+    limit: float | None = None,
 ) -> CheckReport:
-    """Run ``fn`` on ``case`` under tracemalloc; fail if its peak is near an n x n matrix."""
-    limit = _MEMORY_SHARE * n * n * 8
+    """Run ``fn`` on ``case`` under tracemalloc; fail if its peak is near an n x n matrix.
+
+    ``limit`` (bytes) defaults to a quarter of one n x n float64 matrix.
+    """
+    limit = _MEMORY_SHARE * n * n * 8 if limit is None else limit
     peaks: list[int] = []
 
     def measured(*args: object) -> object:
@@ -703,3 +709,364 @@ def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], object]) -
             )
         )
     return _run(fn, "check_kv_cache_bytes", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_flash1_update (exercise 5.3: FlashAttention's first loop order)
+# ---------------------------------------------------------------------------
+
+_FLASH1_FORMULA = (
+    "S = Q K_c^T / sqrt(d_k), mu' = max(mu, rowmax S), P = exp(S - mu'), c = exp(mu - mu'), "
+    "ell' = c ell + rowsum P, out' = (c ell out + P V_c) / ell': the old output is normalised, "
+    "so c ell out is its unnormalised sum relative to the new maximum"
+)
+_FLASH1_PARTS = ("out", "ell", "mu")
+
+
+def _flash1_step(out, ell, mu, Q, K_c, V_c, slip: str = "") -> tuple[np.ndarray, ...]:
+    """The right update, or one with ``slip``."""
+    scale = 1.0 if slip == "no scale" else 1 / math.sqrt(Q.shape[1])
+    S = Q @ K_c.T * scale  # (n, b)
+    mu_new = S.max(axis=1) if slip == "block max" else np.maximum(mu, S.max(axis=1))
+    with np.errstate(all="ignore"):
+        P = np.exp(S - mu_new[:, None])
+        c = np.exp(mu - mu_new)  # 0 for the empty state (mu = -inf)
+        if slip == "block max":
+            c = np.where(np.isneginf(mu), 0.0, np.exp(mu - mu_new))
+        ell_c = np.ones_like(c) if slip == "ell not rescaled" else c
+        ell_new = ell_c * ell + P.sum(axis=1)
+        old = {
+            "U": c[:, None] * out,
+            "no ell": c[:, None] * out,
+            "not rescaled": ell[:, None] * out,
+        }.get(slip, (c * ell)[:, None] * out)
+        if slip == "U":
+            return old + P @ V_c, ell_new, mu_new
+        if slip == "block average":
+            fresh = P / P.sum(axis=1, keepdims=True) @ V_c
+            return np.where(ell[:, None] > 0, (out + fresh) / 2, fresh), ell_new, mu_new
+        return (old + P @ V_c) / ell_new[:, None], ell_new, mu_new
+
+
+_FLASH1_SLIPS = {
+    "U": (
+        "the output is not divided by the new ell: this is FlashAttention-2's unnormalised "
+        "running output U, while this loop order keeps the output normalised after every block",
+        "return out' = (exp(mu - mu') * ell * out + P @ V_c) / ell'",
+    ),
+    "no ell": (
+        "the old output is rescaled by exp(mu - mu') but not multiplied by its ell: out is "
+        "normalised, so its unnormalised sum is ell * out",
+        "out' = (exp(mu - mu') * ell * out + P @ V_c) / ell'",
+    ),
+    "not rescaled": (
+        "the old output is multiplied by its ell but not rescaled by exp(mu - mu') when the "
+        "running maximum grows",
+        "out' = (exp(mu - mu') * ell * out + P @ V_c) / ell'",
+    ),
+    "ell not rescaled": (
+        "the running sum is not rescaled: ell' = ell + rowsum P keeps the old terms relative "
+        "to the old maximum",
+        "ell' = exp(mu - mu') * ell + P.sum(axis=1)",
+    ),
+    "block max": (
+        "the new maximum is the block's own, not max(mu, rowmax S): the running maximum can "
+        "only grow",
+        "mu' = np.maximum(mu, S.max(axis=1))",
+    ),
+    "block average": (
+        "the block is normalised on its own and averaged with the old output: a block's "
+        "weight must be its share of the whole row, ell_block / ell'",
+        _FLASH1_FORMULA,
+    ),
+    "no scale": ("the scores are not divided by sqrt(d_k)", "S = Q @ K_c.T / np.sqrt(d_k)"),
+}
+
+
+def _flash1_diagnose(part: int) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        args = [np.asarray(case.inputs[k]) for k in ("out", "ell", "mu", "Q", "K_c", "V_c")]
+        candidates = {
+            slip: (_flash1_step(*args, slip)[part], Finding(*text))
+            for slip, text in _FLASH1_SLIPS.items()
+        }
+        return _first_match(got, candidates)
+
+    return diagnose
+
+
+def _flash1_pick(part: int) -> Callable[[object], object]:
+    def pick(result: object) -> object:
+        if isinstance(result, (tuple, list)) and len(result) == 3:
+            return result[part]
+        raise _Unusable(
+            type(result).__name__,
+            "expected a tuple (out, ell, mu) of the new state",
+            "return out_new, ell_new, mu_new",
+        )
+
+    return pick
+
+
+def _flash1_state(Q, K, V, blocks: int, size: int):
+    """The state after ``blocks`` key blocks of ``size`` keys, and the next block."""
+    n, d_v = Q.shape[0], V.shape[1]
+    out, ell, mu = np.zeros((n, d_v)), np.zeros(n), np.full(n, -np.inf)
+    for b in range(blocks):
+        block = slice(b * size, (b + 1) * size)
+        out, ell, mu = _flash1_step(out, ell, mu, Q, K[block], V[block])
+    return out, ell, mu, K[blocks * size :], V[blocks * size :]
+
+
+def check_flash1_update(fn: Callable[..., object]) -> CheckReport:
+    """Check the reader's key-block step of FlashAttention's first loop order.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(out, ell, mu, Q, K_c, V_c) -> (out_new, ell_new, mu_new)``: ``out (n, d_v)`` is the
+        normalised attention output of the queries ``Q (n, d_k)`` over the keys seen so
+        far, ``ell (n,)`` and ``mu (n,)`` their running sum and maximum of the scaled
+        scores (``out = 0``, ``ell = 0``, ``mu = -inf`` before any key); ``K_c (b, d_k)``
+        and ``V_c (b, d_v)`` are the next block of keys and values. Returns the state over
+        the keys seen so far and this block, ``out_new`` normalised.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff ``out_new`` matches in every case (the first block, a block that raises
+        the maximum and one that does not, scores near ``1e4``, cross shapes) and
+        ``ell_new``, ``mu_new`` in two. The report recognises FlashAttention-2's
+        unnormalised output, the old output not multiplied by its ``ell`` or not
+        rescaled, ``ell`` not rescaled, the block's own maximum, each block normalised
+        and averaged, and a missing ``1/sqrt(d_k)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_flash1_update
+    >>> def unnormalised(out, ell, mu, Q, K_c, V_c):  # FlashAttention-2's U: a slip here
+    ...     S = Q @ K_c.T / np.sqrt(Q.shape[1])
+    ...     mu_new = np.maximum(mu, S.max(axis=1))
+    ...     P, c = np.exp(S - mu_new[:, None]), np.exp(mu - mu_new)
+    ...     return c[:, None] * out + P @ V_c, c * ell + P.sum(axis=1), mu_new
+    >>> report = check_flash1_update(unnormalised)
+    >>> bool(report), report.failures[0].problem.split(":")[0]
+    (False, 'the output is not divided by the new ell')
+    """
+    rng = np.random.default_rng(11)
+    specs = []
+
+    def add(name: str, state, Q, part: int = 0) -> None:
+        out, ell, mu, K_c, V_c = state
+        inputs = {"out": out, "ell": ell, "mu": mu, "Q": Q, "K_c": K_c, "V_c": V_c}
+        expected = _flash1_step(out, ell, mu, Q, K_c, V_c)[part]
+        shown = (
+            f"out: {out.shape}, ell and mu: {ell.shape} after {name.split(' (')[0]}; "
+            f"Q: {Q.shape}, K_c: {K_c.shape}, V_c: {V_c.shape}"
+        )
+        label = name if part == 0 else f"{name}: {_FLASH1_PARTS[part]}"
+        specs.append(
+            _Spec(
+                Case(label, inputs, expected, _FLASH1_FORMULA),
+                lambda *arrays: arrays,
+                shown,
+                _flash1_diagnose(part),
+                _flash1_pick(part),
+            )
+        )
+
+    Q, K, V = rng.normal(size=(4, 8)), rng.normal(size=(12, 8)), rng.normal(size=(12, 3))
+    add("the first block (empty state)", _flash1_state(Q, K, V, 0, 4), Q)
+    add("a second block", _flash1_state(Q, K, V, 1, 4), Q)
+    add("a third block", _flash1_state(Q, K, V, 2, 4), Q)
+    K_up = K.copy()
+    K_up[8:] *= 4.0  # the third block's scores are larger: the maximum grows
+    add("a block that raises the maximum", _flash1_state(Q, K_up, V, 2, 4), Q)
+    K_down = K.copy()
+    K_down[8:] *= 0.1  # smaller scores: the maximum stays
+    add("a block below the maximum", _flash1_state(Q, K_down, V, 2, 4), Q)
+    Q_big = rng.normal(size=(3, 4)) * 100.0  # scores up to about 1e4
+    K_big = rng.normal(size=(9, 4)) * 50.0
+    add("scores near 1e4", _flash1_state(Q_big, K_big, rng.normal(size=(9, 2)), 2, 3), Q_big)
+    Q_x = rng.normal(size=(5, 6))
+    add(
+        "cross shapes (n=5, b=2, d_k=6, d_v=7)",
+        _flash1_state(Q_x, rng.normal(size=(6, 6)), rng.normal(size=(6, 7)), 2, 2),
+        Q_x,
+    )
+    for part in (1, 2):
+        add("a block that raises the maximum", _flash1_state(Q, K_up, V, 2, 4), Q, part)
+    return _run(fn, "check_flash1_update", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_chunked_linear_attention (exercise 5.4: causal linear attention in chunks)
+# ---------------------------------------------------------------------------
+
+_CHUNK_FORMULA = (
+    "for token i of a chunk starting at c0: o_i = (phi(q_i) H + sum_{c0 <= j <= i} "
+    "(phi(q_i) . phi(k_j)) v_j) / (phi(q_i) . z + sum_{c0 <= j <= i} phi(q_i) . phi(k_j)), "
+    "with (H, z) the running state of the tokens before c0; after the chunk, add its "
+    "phi(k_j)^T v_j and phi(k_j) to the state"
+)
+
+
+def _chunked_variant(Q, K, V, chunk: int, slip: str = "") -> np.ndarray:
+    """Causal linear attention chunk by chunk, right or with ``slip``."""
+    Qf, Kf = _elu1(Q), _elu1(K)
+    n = Q.shape[0]
+    H, z = np.zeros((Kf.shape[1], V.shape[1])), np.zeros(Kf.shape[1])
+    out = np.empty((n, V.shape[1]))
+    n_used = (n // chunk) * chunk if slip == "last chunk dropped" else n
+    for c0 in range(0, n_used, chunk):
+        q, k, v = Qf[c0 : c0 + chunk], Kf[c0 : c0 + chunk], V[c0 : c0 + chunk]
+        if slip == "state first":  # the chunk's own keys added to the state before use
+            H, z = H + k.T @ v, z + k.sum(axis=0)
+        W = q @ k.T  # (C, C): phi(q_i) . phi(k_j) inside the chunk
+        tri = {
+            "not causal inside": np.ones(W.shape, dtype=bool),
+            "strict inside": np.tril(np.ones(W.shape, dtype=bool), -1),
+            "no inside": np.zeros(W.shape, dtype=bool),
+        }.get(slip, np.tril(np.ones(W.shape, dtype=bool)))
+        W = W * tri
+        top = q @ H + W @ v
+        bottom = q @ z + W.sum(axis=1)
+        out[c0 : c0 + len(q)] = top if slip == "no denominator" else top / bottom[:, None]
+        if slip not in ("state first", "no state update"):
+            H, z = H + k.T @ v, z + k.sum(axis=0)
+    if slip == "last chunk dropped":
+        out[n_used:] = 0.0
+    return out
+
+
+_CHUNK_SLIPS = {
+    "state first": (
+        "the chunk's own keys are added to the running state before it is used, and counted "
+        "a second time by the sum inside the chunk",
+        "use the state of the tokens before the chunk, then add the chunk's keys after it",
+    ),
+    "not causal inside": (
+        "inside a chunk every query uses every key of the chunk, the later ones too",
+        "keep j <= i inside the chunk: multiply the C x C matrix by np.tril(np.ones((C, C)))",
+    ),
+    "strict inside": (
+        "inside a chunk a query leaves out its own key (j < i); token i may attend to itself",
+        "np.tril with the diagonal: np.tril(np.ones((C, C)))",
+    ),
+    "no inside": (
+        "the keys of the query's own chunk are left out: only the state of earlier chunks is used",
+        _CHUNK_FORMULA,
+    ),
+    "no state update": (
+        "the running state is never updated: a query sees only the keys of its own chunk",
+        "after each chunk: H = H + phi(K_c)^T V_c and z = z + phi(K_c).sum(axis=0)",
+    ),
+    "no denominator": (
+        "the output is not divided by phi(q_i) . z + the chunk's row sum, so the weights do not "
+        "sum to 1",
+        _CHUNK_FORMULA,
+    ),
+    "last chunk dropped": (
+        "the last, partial chunk is left out (n is not a multiple of chunk)",
+        "loop with range(0, n, chunk) and slice Q[c0 : c0 + chunk]",
+    ),
+}
+
+
+def _chunked_diagnose(Q, K, V, chunk: int) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        with np.errstate(all="ignore"):
+            candidates = {
+                slip: (_chunked_variant(Q, K, V, chunk, slip), Finding(*text))
+                for slip, text in _CHUNK_SLIPS.items()
+            }
+        return _first_match(got, candidates)
+
+    return diagnose
+
+
+def check_chunked_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
+    """Check the reader's causal linear attention computed in chunks.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(Q, K, V, chunk) -> out`` with ``Q, K (n, d)``, ``V (n, d_v)`` and ``chunk``
+        a Python int: causal linear attention with ``phi = elu + 1``, shape ``(n, d_v)``,
+        computed chunk by chunk (a ``chunk x chunk`` matrix inside each chunk, a running
+        state across chunks).
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches (chunks of 1, 3, 4 and 16 tokens, a chunk longer
+        than the sequence, ``n`` not a multiple of the chunk) and, at ``n = 2048``,
+        ``d = d_v = 64``, the peak memory stays below 24 MiB (one ``n x n`` matrix is 32
+        MiB, one state per token 64 MiB). The report recognises the
+        chunk's keys counted twice (state updated before use), a chunk not causal inside
+        or without its diagonal, the chunk's own keys or the earlier chunks left out, no
+        denominator, and the last partial chunk dropped.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_chunked_linear_attention
+    >>> def full_chunks(Q, K, V, chunk):  # inside a chunk, not causal: a slip
+    ...     phi = lambda x: np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+    ...     H, z, out = np.zeros((Q.shape[1], V.shape[1])), np.zeros(Q.shape[1]), []
+    ...     for c0 in range(0, len(Q), chunk):
+    ...         q, k, v = phi(Q[c0 : c0 + chunk]), phi(K[c0 : c0 + chunk]), V[c0 : c0 + chunk]
+    ...         W = q @ k.T
+    ...         out.append((q @ H + W @ v) / (q @ z + W.sum(axis=1))[:, None])
+    ...         H, z = H + k.T @ v, z + k.sum(axis=0)
+    ...     return np.concatenate(out)
+    >>> report = check_chunked_linear_attention(full_chunks)
+    >>> report.failures[0].problem.split(",")[0]
+    'inside a chunk every query uses every key of the chunk'
+    """
+    rng = np.random.default_rng(12)
+    layouts = [
+        ("chunks of 4, n = 12", 12, 4),
+        ("chunks of 3, n = 10 (a partial last chunk)", 10, 3),
+        ("chunks of 1 (the running state)", 6, 1),
+        ("one chunk longer than the sequence", 7, 16),
+        ("chunks of 16, n = 40", 40, 16),
+    ]
+    specs = []
+    for name, n, chunk in layouts:
+        Q, K, V = rng.normal(size=(n, 4)), rng.normal(size=(n, 4)), rng.normal(size=(n, 3))
+        specs.append(
+            _Spec(
+                Case(name, {"Q": Q, "K": K, "V": V}, _causal_linear(Q, K, V), _CHUNK_FORMULA),
+                _append(chunk),
+                f"Q, K: {Q.shape}, V: {V.shape}, chunk = {chunk}",
+                _chunked_diagnose(Q, K, V, chunk),
+            )
+        )
+    report = _run(fn, "check_chunked_linear_attention", specs)
+    # d = d_v = 64: one state per token, an (n, d, d_v) array, is 64 MiB, n x n is 32 MiB,
+    # a chunked answer about 2 MiB. The limit leaves room for what grading adds in this
+    # process (the inputs, encoded for the student's kernel: about 10 MiB here).
+    n_big, d_big = 2048, 64
+    Qb, Kb, Vb = (rng.normal(size=(n_big, d_big)) / 4 for _ in range(3))
+    memory = _memory_case(
+        fn,
+        "check_chunked_linear_attention",
+        Case(
+            f"no n x n matrix, no state per token: n = {n_big}, chunks of 64",
+            {"Q": Qb, "K": Kb, "V": Vb},
+            _chunked_variant(Qb, Kb, Vb, 64),
+            _CHUNK_FORMULA,
+        ),
+        64,
+        f"Q, K, V: ({n_big}, {d_big}) each, chunk = 64; peak memory measured",
+        n_big,
+        _chunked_diagnose(Qb, Kb, Vb, 64),
+        limit=24 * 2**20,
+    )
+    return CheckReport(
+        check="check_chunked_linear_attention",
+        function=report.function,
+        results=report.results + memory.results,
+    )

@@ -33,6 +33,7 @@ __all__ = [
     "check_rope",
     "check_rope_half",
     "check_rope_layout_conversion",
+    "check_rope_layout_inverse",
     "check_sinusoidal_encoding",
     "check_sinusoidal_shift",
 ]
@@ -691,16 +692,30 @@ def check_rope_half(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> Ch
 # check_rope_layout_conversion
 # ---------------------------------------------------------------------------
 
-_CONVERSION_SLIPS: dict[str, tuple[str, ...]] = {
-    "axis": ("columns", "rows"),
-    "scope": ("per head", "whole width"),
-    "direction": ("interleaved -> half", "half -> interleaved"),
-}
+_TO_HALF, _TO_INTERLEAVED = "interleaved -> half", "half -> interleaved"
+
+
+def _conversion_slips(direction: str) -> dict[str, tuple[str, ...]]:
+    """The slips of a conversion in ``direction``, the right variant of each first."""
+    other = _TO_INTERLEAVED if direction == _TO_HALF else _TO_HALF
+    return {
+        "axis": ("columns", "rows"),
+        "scope": ("per head", "whole width"),
+        "direction": (direction, other),
+    }
+
 
 _CONVERSION_FORMULA = (
     "column c of W makes output coordinate c (Q = X @ W); within each head of width d_head, "
     "take the even columns of the head first and then the odd ones: "
     "W[:, h*d_head + np.r_[0:d_head:2, 1:d_head:2]] for every head h"
+)
+
+
+_INVERSE_FORMULA = (
+    "column c of W makes output coordinate c (Q = X @ W); within each head of width d_head, "
+    "the rotate-half columns i and d_head/2 + i (the pair i) become the interleaved columns "
+    "2i and 2i + 1, for i = 0, ..., d_head/2 - 1"
 )
 
 
@@ -712,8 +727,10 @@ def _columns_to_half(width: int, num_heads: int, *, scope: str, direction: str) 
     return np.concatenate([h * d_head + within for h in range(width // d_head)])
 
 
-def _conversion_variant(W: np.ndarray, num_heads: int, variant: Variant) -> np.ndarray:
-    choice = {k: variant.get(k, v[0]) for k, v in _CONVERSION_SLIPS.items()}
+def _conversion_variant(
+    W: np.ndarray, num_heads: int, variant: Variant, direction: str = _TO_HALF
+) -> np.ndarray:
+    choice = {k: variant.get(k, v[0]) for k, v in _conversion_slips(direction).items()}
     if choice["axis"] == "rows":
         order = _columns_to_half(
             W.shape[0], num_heads, scope=choice["scope"], direction=choice["direction"]
@@ -743,19 +760,27 @@ def _conversion_text(kind: str, variant: str) -> Finding:
             "the new column j < d_head/2 of a head is its old column 2j, and the new column "
             "d_head/2 + j its old column 2j + 1",
         ),
+        ("direction", "interleaved -> half"): (
+            "this is the interleaved -> half permutation (evens first, then odds) applied "
+            "once more: for d_head > 4 it is not its own inverse, so W is not restored",
+            "undo the permutation: within a head, the interleaved pair (2i, 2i + 1) is the "
+            "rotate-half pair (i, i + d_head/2); an inverse order is np.argsort of a forward one",
+        ),
     }
     return Finding(*texts[kind, variant])
 
 
-def _conversion_diagnose(num_heads: int) -> Diagnose:
+def _conversion_diagnose(num_heads: int, direction: str = _TO_HALF) -> Diagnose:
+    formula = _CONVERSION_FORMULA if direction == _TO_HALF else _INVERSE_FORMULA
+
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         W = np.asarray(case.inputs["W"])
         if np.array_equal(got, W):
-            return [Finding("W is returned unchanged", _CONVERSION_FORMULA)]
+            return [Finding("W is returned unchanged", formula)]
         return _recognise(
             got,
-            _CONVERSION_SLIPS,
-            lambda v: _conversion_variant(W, num_heads, v),
+            _conversion_slips(direction),
+            lambda v: _conversion_variant(W, num_heads, v, direction),
             _conversion_text,
         )
 
@@ -811,6 +836,60 @@ def check_rope_layout_conversion(fn: Callable[[np.ndarray, int], npt.ArrayLike])
             )
         )
     return _run(fn, "check_rope_layout_conversion", specs)
+
+
+def check_rope_layout_inverse(fn: Callable[[np.ndarray, int], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's conversion of ``W_Q`` (or ``W_K``) from rotate-half to interleaved.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(W, num_heads) -> W_interleaved``: ``W`` of shape
+        ``(d_model, num_heads * d_head)`` is used with the rotate-half RoPE (pairs
+        ``(i, i + d_head/2)`` of each head); ``W_interleaved`` gives the same scores with
+        the interleaved RoPE (pairs ``(2i, 2i+1)``). It undoes
+        :func:`check_rope_layout_conversion`'s permutation.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches (heads of width 6, 8 and 12, where the
+        evens-then-odds order is not its own inverse). The report recognises the forward
+        (evens-then-odds) permutation applied again, rows permuted instead of columns,
+        one permutation across all heads, and ``W`` returned unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_rope_layout_inverse
+    >>> def forward_again(W, num_heads):  # the interleaved -> half order once more: a slip
+    ...     d_head = W.shape[1] // num_heads
+    ...     order = np.r_[0:d_head:2, 1:d_head:2]
+    ...     return W[:, np.concatenate([h * d_head + order for h in range(num_heads)])]
+    >>> report = check_rope_layout_inverse(forward_again)
+    >>> report.failures[0].problem.split(":")[0]
+    'this is the interleaved -> half permutation (evens first, then odds) applied once more'
+    """
+    rng = np.random.default_rng(7)
+    layouts = [
+        ("one head, d_head = 8", (8, 8), 1),
+        ("two heads of width 6", (12, 12), 2),
+        ("three heads of width 8", (24, 24), 3),
+        ("W of shape (10, 24): two heads of width 12", (10, 24), 2),
+    ]
+    specs = []
+    for name, shape, h in layouts:
+        W = rng.normal(size=shape)
+        order = _columns_to_half(shape[1], h, scope="per head", direction=_TO_INTERLEAVED)
+        specs.append(
+            _Spec(
+                Case(name, {"W": W}, W[:, order], _INVERSE_FORMULA, rtol=0.0, atol=0.0),
+                _append(h),
+                f"W: {shape}, num_heads = {h}",
+                _conversion_diagnose(h, _TO_INTERLEAVED),
+            )
+        )
+    return _run(fn, "check_rope_layout_inverse", specs)
 
 
 # ---------------------------------------------------------------------------

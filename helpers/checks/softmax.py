@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from helpers.checks.core import Case, CheckReport, Finding, _fmt_array, _fmt_num, run_checks
+from helpers.checks.multihead import _append, _run, _Spec
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "check_logsumexp",
     "check_softmax",
     "check_softmax_jacobian",
+    "check_softmax_temperature",
 ]
 
 _STABLE = (
@@ -553,3 +555,203 @@ def check_entropy(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
     )
     cases = [Case(name, {"p": p}, entropy(p.astype(np.float64)), hint) for name, p, hint in inputs]
     return run_checks(fn, cases, check_name="check_entropy", diagnose=_entropy_diagnose)
+
+
+# ---------------------------------------------------------------------------
+# check_softmax_temperature
+# ---------------------------------------------------------------------------
+
+_TEMPERATURE_FORMULA = (
+    "over the last axis, p = softmax((z - m) / tau) with m the row's largest logit; at "
+    "tau = 0 the limit: 1/k on each of the k entries equal to m, 0 elsewhere; a row whose "
+    "entries are all -inf gets all zeros"
+)
+_TAU_ZERO_HINT = (
+    "(z - m) / 0 is 0/0 = nan at the maximum: handle tau = 0 as the limit of "
+    "softmax(z / tau) as tau -> 0, which puts 1/k on each of the k entries equal to the "
+    "row's maximum"
+)
+_ALL_MASKED_HINT = (
+    "a row of -inf has maximum m = -inf, and -inf - (-inf) is nan: shift such a row by 0 "
+    "instead (every exp is then 0) and divide by 1 instead of its sum, 0"
+)
+_F32_TINY_TAU_HINT = (
+    "tau = 1e-300 is below the smallest float32 (about 1e-45): in float32 arithmetic it "
+    "rounds to 0, and (z - m) / tau is 0/0 = nan at the maximum; divide in float64, e.g. "
+    "z = np.asarray(z, dtype=np.float64)"
+)
+_TINY_TAU_HINT = (
+    "exp(z / tau) overflows when tau is small: subtract the row's maximum before dividing "
+    "by tau, so that every exponent is <= 0"
+)
+
+
+def _softmax_at(z: np.ndarray, tau: float) -> np.ndarray:
+    """softmax(z / tau) over the last axis for tau >= 0, with the limit at 0 and 0-rows."""
+    z = np.asarray(z, dtype=np.float64)
+    m = z.max(axis=-1, keepdims=True)
+    some = np.isfinite(m)  # (..., 1): the row has an entry that is not -inf
+    if tau == 0:
+        e = ((z == m) & some).astype(np.float64)
+    else:
+        with np.errstate(over="ignore"):
+            e = np.exp((z - np.where(some, m, 0.0)) / tau)
+    total = e.sum(axis=-1, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
+
+
+def _temperature_slips(z: np.ndarray, tau: float) -> list[tuple[np.ndarray, Finding]]:
+    z = np.asarray(z, dtype=np.float64)
+    slips = []
+    if tau > 0:
+        slips.append(
+            (
+                _softmax_at(z * tau, 1.0),
+                Finding("this is softmax(z * tau): the logits are multiplied by tau, not divided"),
+            )
+        )
+    slips.append(
+        (
+            _softmax_at(z, 1.0),
+            Finding("this is softmax(z) at tau = 1: the temperature is ignored"),
+        )
+    )
+    if tau == 0:
+        first = np.zeros_like(z)
+        rows = np.isfinite(z.max(axis=-1))
+        np.put_along_axis(first, z.argmax(axis=-1)[..., None], 1.0, axis=-1)
+        first = np.where(rows[..., None], first, 0.0)
+        slips.append(
+            (
+                first,
+                Finding(
+                    "all the weight goes to the first of the tied maxima (np.argmax): as "
+                    "tau -> 0, tied maxima keep equal probabilities, 1/k each",
+                    "put 1/k on every entry equal to the row's maximum (z == z.max(...))",
+                ),
+            )
+        )
+    if z.ndim > 1:
+        with np.errstate(invalid="ignore"):
+            m0 = z.max(axis=0, keepdims=True)
+            e0 = np.exp((z - m0) / tau) if tau > 0 else (z == m0).astype(float)
+            wrong_axis = e0 / e0.sum(axis=0, keepdims=True)
+        slips.append(
+            (
+                wrong_axis,
+                Finding(
+                    "the softmax is taken over the first axis (columns), not the last",
+                    "use axis=-1 with keepdims=True in max and sum",
+                ),
+            )
+        )
+    masked = ~np.isfinite(z.max(axis=-1))
+    if masked.any():
+        uniform = _softmax_at(z, tau).copy()
+        uniform[masked] = 1.0 / z.shape[-1]
+        slips.append(
+            (
+                uniform,
+                Finding(
+                    "a row with every entry -inf gets uniform weights; here it gets all "
+                    "zeros, there being nothing to weigh (uniform weights are what a finite "
+                    "fill such as -1e9 gives)",
+                    _ALL_MASKED_HINT,
+                ),
+            )
+        )
+    return slips
+
+
+def _temperature_diagnose(tau: float) -> Callable[[Case, np.ndarray], list[Finding]]:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        z = np.asarray(case.inputs["z"])
+        for candidate, finding in _temperature_slips(z, tau):
+            if candidate.shape == got.shape and np.allclose(got, candidate, rtol=1e-6, atol=1e-9):
+                return [finding]
+        if not np.allclose(got.sum(axis=-1)[np.isfinite(z.max(axis=-1))], 1.0, atol=1e-6):
+            return [Finding("a row with a finite logit does not sum to 1")]
+        return []
+
+    return diagnose
+
+
+def check_softmax_temperature(fn: Callable[[np.ndarray, float], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's softmax with a temperature, its limit at 0 and masked rows.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(z, tau) -> p``: ``z`` of shape ``(..., n)`` (entries may be ``-inf``),
+        ``tau >= 0`` a Python float; returns ``softmax(z / tau)`` over the last axis,
+        shape ``(..., n)``. At ``tau = 0`` it returns the limit as ``tau -> 0``: ``1/k``
+        on each of the ``k`` entries equal to the row's maximum. A row whose entries are
+        all ``-inf`` gives a row of zeros.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case matches: temperatures from ``1e-300`` to ``1e6``, logits
+        near ``1e4``, tied maxima, ``tau = 0``, fully masked rows, a batch and float32
+        (``tau = 1e-300`` included, which float32 cannot hold).
+        The report recognises logits multiplied by ``tau``, the temperature ignored,
+        the first maximum taking all the weight at ``tau = 0``, the softmax over the
+        wrong axis, and uniform weights for a fully masked row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_softmax_temperature
+    >>> def shifted(z, tau):  # stable for tau > 0, but not at tau = 0 nor on masked rows
+    ...     e = np.exp((z - z.max(axis=-1, keepdims=True)) / tau)
+    ...     return e / e.sum(axis=-1, keepdims=True)
+    >>> report = check_softmax_temperature(shifted)
+    >>> [r.name for r in report.failures]
+    ['tau = 0 with one maximum', 'tau = 0 with tied maxima', 'a fully masked row (tau = 1)',
+     'a fully masked row (tau = 0)', 'float32 logits (tau = 1e-300)']
+    """
+    inf = np.inf
+    cases: list[tuple[str, np.ndarray, float, str]] = [
+        ("small vector (tau = 1)", np.array([1.0, 2.0, 3.0]), 1.0, _TEMPERATURE_FORMULA),
+        ("a batch of 2 rows (tau = 0.5)", np.array([[1.0, 2.0, 3.0], [0.0, 0.0, -1.0]]), 0.5, ""),
+        ("logits near 1e4 (tau = 2)", np.array([1e4, 1e4 - 1.0, -1e4]), 2.0, _TINY_TAU_HINT),
+        ("tiny temperature (tau = 1e-3)", np.array([0.0, 0.5, 1.0]), 1e-3, _TINY_TAU_HINT),
+        ("tied maxima (tau = 1e-300)", np.array([2.0, 2.0, 1.0]), 1e-300, _TINY_TAU_HINT),
+        ("large temperature (tau = 1e6)", np.array([1.0, 5.0, -3.0, 0.0]), 1e6, ""),
+        ("tau = 0 with one maximum", np.array([1.0, 3.0, 2.0]), 0.0, _TAU_ZERO_HINT),
+        (
+            "tau = 0 with tied maxima",
+            np.array([[3.0, 1.0, 3.0, 3.0], [0.0, -inf, 5.0, 1.0]]),
+            0.0,
+            _TAU_ZERO_HINT,
+        ),
+        (
+            "a fully masked row (tau = 1)",
+            np.array([[1.0, -inf, 2.0], [-inf, -inf, -inf]]),
+            1.0,
+            _ALL_MASKED_HINT,
+        ),
+        (
+            "a fully masked row (tau = 0)",
+            np.array([[-inf, -inf, -inf], [4.0, -inf, 4.0]]),
+            0.0,
+            _ALL_MASKED_HINT,
+        ),
+        ("float32 logits (tau = 0.01)", np.array([1.0, 2.0, 3.0], dtype=np.float32), 0.01, ""),
+        (
+            "float32 logits (tau = 1e-300)",
+            np.array([1.0, 3.0, 2.0], dtype=np.float32),
+            1e-300,
+            _F32_TINY_TAU_HINT,
+        ),
+    ]
+    specs = [
+        _Spec(
+            Case(name, {"z": z}, _softmax_at(z, tau), hint or _TEMPERATURE_FORMULA),
+            _append(tau),
+            f"z = {_fmt_array(z, dtype=True)}, tau = {tau:g}",
+            _temperature_diagnose(tau),
+        )
+        for name, z, tau, hint in cases
+    ]
+    return _run(fn, "check_softmax_temperature", specs)
