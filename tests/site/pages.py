@@ -36,6 +36,9 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ["light", "dark"]
 DESKTOP = {"width": 1366, "height": 900}  # the laptop screen every page must fit
 PHONE = {"width": 390, "height": 844}
+# How long a page may take to load or typeset: generous, since `make test` runs the
+# browser tests beside the other lane's steps on two cores (a long chapter takes seconds).
+LOAD_MS = 90_000
 # Screenshots for a person to look at: each page's first screen, in both themes (whole
 # pages, and on a phone: `make screenshots`, scripts/screenshots.py).
 SHOTS = {
@@ -75,6 +78,7 @@ class PageRecord:
 def open_page(browser, site: str, doc: str, *, color_scheme: str = "light"):
     """Open `doc` with every non-local request blocked and recorded."""
     context = browser.new_context(viewport=DESKTOP, color_scheme=color_scheme)
+    context.set_default_timeout(LOAD_MS)
     record = PageRecord()
     host = urlparse(site).netloc
 
@@ -107,7 +111,7 @@ def wait_for_mathjax(page) -> dict:
     has_math = page.evaluate("() => document.querySelectorAll('.math').length > 0")
     if has_math:
         page.wait_for_function(
-            "() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000
+            "() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=LOAD_MS
         )
         page.evaluate("() => MathJax.startup.promise")
         assert page.evaluate("() => MathJax.version").startswith("3."), "MathJax 3 did not load"
