@@ -235,6 +235,11 @@ WIDE_EQUATIONS_JS = """() => [...document.querySelectorAll('mjx-container[displa
 #   clips or scrolls (a caption centred over a table wider than the screen) or off screen.
 # - punctuation: a full stop, comma or closing bracket right after an inline formula that
 #   the browser moved alone to the start of the next line.
+# - formulas: an inline formula wider than its box (the theme's span.math, at most as wide
+#   as its line, clips it) that does not scroll sideways with keyboard focus.
+# - inline_code: inline code (a self-check call in an exercise) running past what the
+#   reader sees of its line (an exercise's box clips it), unless a box around it scrolls
+#   with keyboard focus (a wide table).
 FIT_JS = """() => {
   const article = document.querySelector('.bd-article') || document.body;
   const shown = e => e.getClientRects().length > 0;
@@ -263,6 +268,9 @@ FIT_JS = """() => {
                    width: Math.round(e.scrollWidth), room: e.parentElement.clientWidth,
                    box: box ? box.tagName.toLowerCase() + '.' + [...box.classList].join('.') : null,
                    scrolls, focusable: !!box && box.tabIndex >= 0});
+  }
+  function* ancestors(e) {
+    for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) yield a;
   }
   const inView = e => {  // the part of the page the reader sees of e's place
     let left = 0, right = document.documentElement.clientWidth;
@@ -301,8 +309,31 @@ FIT_JS = """() => {
       punctuation.push({where: where(math), text: (math.textContent + next.data).slice(0, 60)});
     }
   }
+  const formulas = [];
+  for (const math of article.querySelectorAll('span.math')) {
+    const formula = math.querySelector('mjx-container');
+    if (!formula || !shown(formula) || getComputedStyle(math).display === 'inline') continue;
+    const width = formula.getBoundingClientRect().width;  // (a plain inline box cannot clip)
+    if (width <= math.clientWidth + 1) continue;
+    const scrolls = ['auto', 'scroll'].includes(getComputedStyle(math).overflowX);
+    if (scrolls && math.tabIndex >= 0) continue;
+    formulas.push({where: where(math), text: math.textContent.slice(0, 60),
+                   width: Math.round(width), room: math.clientWidth, scrolls});
+  }
+  const inline_code = [];
+  for (const code of article.querySelectorAll('code.literal')) {
+    if (!shown(code) || code.closest('pre')) continue;
+    const scroller = [...ancestors(code)].find(a => a.scrollWidth > a.clientWidth + 1
+      && ['auto', 'scroll'].includes(getComputedStyle(a).overflowX) && a.tabIndex >= 0);
+    if (scroller) continue;  // a wide table's call, in view by scrolling
+    const [left, right] = inView(code);
+    const out = [...code.getClientRects()].filter(r => r.left < left - 1 || r.right > right + 1);
+    if (out.length) inline_code.push({where: where(code), text: code.textContent.slice(0, 60),
+                                       right: Math.round(out[0].right), seen: Math.round(right)});
+  }
   const tables = [...article.querySelectorAll('table')].filter(shown).length;
-  return {runs_off, scrolled, captions, punctuation, boxes: boxes.length, tables};
+  return {runs_off, scrolled, captions, punctuation, formulas, inline_code, boxes: boxes.length,
+          tables};
 }"""
 
 # Opens every collapsed solution (sphinx-togglebutton), as a reader who reads them all.

@@ -139,6 +139,17 @@ def test_no_punctuation_alone_at_the_start_of_a_line(loaded, doc):
         assert not fit["punctuation"], f"{doc} at {width} wide: {fit['punctuation']}"
 
 
+@pytest.mark.parametrize("doc", PAGES)
+def test_no_inline_formula_or_code_is_cut(loaded, doc):
+    """An inline formula wider than its line (on a phone) scrolls sideways in its box and
+    takes keyboard focus, instead of being clipped; inline code longer than a line (a
+    self-check call in an exercise) breaks instead of running past the exercise's box."""
+    page = loaded("book", doc, "light")
+    for width, fit in ((1366, page.fit), (390, page.phone_fit)):
+        assert not fit["formulas"], f"{doc} at {width} wide: formulas cut: {fit['formulas']}"
+        assert not fit["inline_code"], f"{doc} at {width} wide: code cut: {fit['inline_code']}"
+
+
 # A page made to fail every check of FIT_JS, each box named by its id, beside one that
 # passes each: what the checks above find on the book's pages they find here.
 MISFITS = """<!doctype html><html lang="en"><head><title>t</title><style>
@@ -163,14 +174,27 @@ MISFITS = """<!doctype html><html lang="en"><head><title>t</title><style>
   style="width: 300px">x</mjx-container></span>. Then more.</p></section>
 <section id="stop-kept"><p>a <span class="math"><mjx-container
   style="width: 30px">x</mjx-container></span>, then more.</p></section>
+<section id="formula-clipped"><p><span class="math" style="display: inline-flex;
+  max-width: 100%; overflow: hidden"><mjx-container style="width: 400px; flex-shrink: 0"
+  >x</mjx-container></span></p></section>
+<section id="code-cut"><div style="overflow: hidden"><p>run <code class="literal"
+  style="white-space: nowrap">helpers.checks.check_something_long(my_something_long)</code
+  ></p></div></section>
+<section id="code-breaks"><div style="overflow: hidden"><p>run <code class="literal"
+  style="overflow-wrap: anywhere">helpers.checks.check_something_long(my_something_long)</code
+  ></p></div></section>
+<section id="formula-scrolls"><p><span class="math" tabindex="0" style="display: inline-flex;
+  max-width: 100%; overflow-x: auto"><mjx-container style="width: 400px; flex-shrink: 0"
+  >x</mjx-container></span></p></section>
 </article></main></body></html>""".replace("LONG", "0123456789 " * 8)
 
 
 def test_fit_checks_find_what_they_must(browser):
     """FIT_JS finds a line cut by its box, a box that scrolls but not from the keyboard, an
     output spilling over the margin, a table wider than its column with no box around
-    it, a caption cut, and a full stop alone on a line; it passes a box that scrolls and
-    takes focus, an output that wraps, and a comma that stays by its formula."""
+    it, a caption cut, a full stop alone on a line, an inline formula clipped and inline
+    code cut; it passes a box that scrolls and takes focus, an output that wraps, a comma
+    that stays by its formula, a formula that scrolls with focus and code that breaks."""
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     try:
         page.set_content(MISFITS)
@@ -187,6 +211,8 @@ def test_fit_checks_find_what_they_must(browser):
     assert scrolled == {("scrolls-with-focus", "code"), ("table-scrolls", "table")}, scrolled
     assert [c["where"] for c in fit["captions"]] == ["table-scrolls"], fit["captions"]
     assert [p["where"] for p in fit["punctuation"]] == ["stop-alone"], fit["punctuation"]
+    assert [f["where"] for f in fit["formulas"]] == ["formula-clipped"], fit["formulas"]
+    assert [c["where"] for c in fit["inline_code"]] == ["code-cut"], fit["inline_code"]
     assert fit["tables"] == 2
 
 

@@ -85,7 +85,8 @@ def test_no_serious_accessibility_violations(loaded, doc, scheme):
 def test_what_the_reader_sees_fits(loaded, doc):
     """As for the book (test_site.py): outputs wrap at 1366 wide; there and on a 390-wide
     phone no output, `pre` or table runs off the edge without a box that scrolls and takes
-    keyboard focus, no caption is cut, no full stop after a formula starts a line."""
+    keyboard focus, no caption is cut, no full stop after a formula starts a line, and no
+    inline formula or code is cut."""
     page = loaded("student", doc)
     for width, fit in ((1366, page.fit), (390, page.phone_fit)):
         assert not fit["runs_off"], (
@@ -93,6 +94,8 @@ def test_what_the_reader_sees_fits(loaded, doc):
         )
         assert not fit["captions"], f"{doc} at {width} wide: captions cut: {fit['captions']}"
         assert not fit["punctuation"], f"{doc} at {width} wide: {fit['punctuation']}"
+        assert not fit["formulas"], f"{doc} at {width} wide: formulas cut: {fit['formulas']}"
+        assert not fit["inline_code"], f"{doc} at {width} wide: code cut: {fit['inline_code']}"
     scrolled = [r for r in page.fit["scrolled"] if r["kind"] == "output"]
     assert not scrolled, f"{doc}: outputs cut at 1366 wide (scroll to read): {scrolled}"
 
