@@ -98,12 +98,27 @@ class ExerciseTable(Directive):
         env = self.state.document.settings.env
         srcdir = Path(env.srcdir)
         env.note_dependency(str(srcdir / LIST))
+        env.note_dependency(__file__)  # the tables' layout is decided here too
         lines: list[str] = []
         for chapter in load(srcdir):
             lines += table_markdown(chapter, colab_url(env, chapter["notebook"]))
         container = nodes.container(classes=["instructors-exercises"])
         self.state.nested_parse(StringList(lines, source=LIST), self.content_offset, container)
+        for literal in container.findall(nodes.literal):
+            break_after_parenthesis(literal)
         return [container]
+
+
+def break_after_parenthesis(literal: nodes.literal) -> None:
+    """Let ``check_x(my_x)`` break after its "(" in HTML (a ``<wbr>``), so that the
+    "Graded by" column does not push the table wider than the column or a phone."""
+    text = literal.astext()
+    head, paren, tail = text.partition("(")
+    if not (paren and tail) or len(literal.children) != 1:
+        return
+    wbr = nodes.raw("", "<wbr>", format="html")
+    literal.children = []
+    literal += [nodes.Text(head + paren), wbr, nodes.Text(tail)]
 
 
 def _value(path: str, srcdir: Path) -> tuple[object, Path]:

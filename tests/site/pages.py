@@ -227,6 +227,120 @@ WIDE_EQUATIONS_JS = """() => [...document.querySelectorAll('mjx-container[displa
   })
   .filter(e => e.width > e.room + 1)"""
 
+# What does not fit the page, as a reader sees it (measured at 1366 wide with every
+# solution open, and again on the phone):
+# - runs_off: every code cell output, `pre` and table of the article whose content is
+#   wider than its box, or which is wider than the box it sits in, unless the box that
+#   takes the overflow (the nearest of it and its ancestors that does not let content
+#   spill out) scrolls sideways and takes keyboard focus. Without such a box the reader
+#   sees the line cut (a box that clips) or running over the margin (no box at all).
+#   Those that do scroll are listed in `scrolled`. Each is of a kind: output (inside a
+#   code cell's output), table, or code (any other `pre`).
+# - captions: every table caption whose text is not wholly in view: cut by a box that
+#   clips or scrolls (a caption centred over a table wider than the screen) or off screen.
+# - punctuation: a full stop, comma or closing bracket right after an inline formula that
+#   the browser moved alone to the start of the next line.
+# - formulas: an inline formula wider than its box (the theme's span.math, at most as wide
+#   as its line, clips it) that does not scroll sideways with keyboard focus.
+# - inline_code: inline code (a self-check call in an exercise) running past what the
+#   reader sees of its line (an exercise's box clips it), unless a box around it scrolls
+#   with keyboard focus (a wide table).
+FIT_JS = """() => {
+  const article = document.querySelector('.bd-article') || document.body;
+  const shown = e => e.getClientRects().length > 0;
+  const where = e => ((e.closest('[id]') || {}).id || '').slice(0, 50);
+  const wide = e => e.scrollWidth > e.clientWidth + 1
+    || e.getBoundingClientRect().width > e.parentElement.clientWidth + 1;
+  const taker = e => {  // the box that takes the overflow, or null: it spills over the margin
+    for (let a = e; a && a !== document.body; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== 'visible' && a.scrollWidth > a.clientWidth + 1) return a;
+    }
+    return null;
+  };
+  const boxes = [...article.querySelectorAll('.cell_output > *, pre, table')].filter(shown);
+  const runs_off = [], scrolled = [];
+  for (const e of boxes.filter(wide)) {
+    const box = taker(e);
+    const scrolls = !!box && ['auto', 'scroll'].includes(getComputedStyle(box).overflowX);
+    const kind = e.closest('.cell_output') ? 'output' : e.closest('table') ? 'table' : 'code';
+    const text = e.textContent.trim().slice(0, 60);
+    if (scrolls && box.tabIndex >= 0) {  // the reader can scroll it: fine, but listed
+      scrolled.push({kind, where: where(e), text});
+      continue;
+    }
+    runs_off.push({kind, what: e.tagName.toLowerCase() + '.' + [...e.classList].join('.'),
+                   where: where(e), text,
+                   width: Math.round(e.scrollWidth), room: e.parentElement.clientWidth,
+                   box: box ? box.tagName.toLowerCase() + '.' + [...box.classList].join('.') : null,
+                   scrolls, focusable: !!box && box.tabIndex >= 0});
+  }
+  function* ancestors(e) {
+    for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) yield a;
+  }
+  const inView = e => {  // the part of the page the reader sees of e's place
+    let left = 0, right = document.documentElement.clientWidth;
+    for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX === 'visible') continue;
+      const r = a.getBoundingClientRect();
+      left = Math.max(left, r.left + a.clientLeft);
+      right = Math.min(right, r.left + a.clientLeft + a.clientWidth);
+    }
+    return [left, right];
+  };
+  const captions = [];
+  for (const c of article.querySelectorAll('table > caption')) {
+    if (!shown(c)) continue;
+    const [left, right] = inView(c);
+    const range = document.createRange();
+    range.selectNodeContents(c);
+    const out = [...range.getClientRects()].filter(r => r.width > 0)
+      .filter(r => r.left < left - 1 || r.right > right + 1);
+    if (out.length) captions.push({where: where(c), text: c.textContent.trim().slice(0, 60),
+                                    seen: [Math.round(left), Math.round(right)],
+                                    text_spans: out.map(r => [Math.round(r.left), Math.round(r.right)])});
+  }
+  const punctuation = [];
+  for (const math of article.querySelectorAll('span.math')) {
+    const formula = math.querySelector('mjx-container');
+    const next = math.nextSibling;
+    if (!formula || !shown(formula) || !next || next.nodeType !== Node.TEXT_NODE) continue;
+    if (!/^[.,;:!?)\\]]/.test(next.data)) continue;
+    const range = document.createRange();
+    range.setStart(next, 0);
+    range.setEnd(next, 1);
+    const mark = range.getBoundingClientRect();
+    const lines = math.getClientRects();  // the formula's box (it may clip a wide formula)
+    if (mark.left < lines[lines.length - 1].right - 1) {
+      punctuation.push({where: where(math), text: (math.textContent + next.data).slice(0, 60)});
+    }
+  }
+  const formulas = [];
+  for (const math of article.querySelectorAll('span.math')) {
+    const formula = math.querySelector('mjx-container');
+    if (!formula || !shown(formula) || getComputedStyle(math).display === 'inline') continue;
+    const width = formula.getBoundingClientRect().width;  // (a plain inline box cannot clip)
+    if (width <= math.clientWidth + 1) continue;
+    const scrolls = ['auto', 'scroll'].includes(getComputedStyle(math).overflowX);
+    if (scrolls && math.tabIndex >= 0) continue;
+    formulas.push({where: where(math), text: math.textContent.slice(0, 60),
+                   width: Math.round(width), room: math.clientWidth, scrolls});
+  }
+  const inline_code = [];
+  for (const code of article.querySelectorAll('code.literal')) {
+    if (!shown(code) || code.closest('pre')) continue;
+    const scroller = [...ancestors(code)].find(a => a.scrollWidth > a.clientWidth + 1
+      && ['auto', 'scroll'].includes(getComputedStyle(a).overflowX) && a.tabIndex >= 0);
+    if (scroller) continue;  // a wide table's call, in view by scrolling
+    const [left, right] = inView(code);
+    const out = [...code.getClientRects()].filter(r => r.left < left - 1 || r.right > right + 1);
+    if (out.length) inline_code.push({where: where(code), text: code.textContent.slice(0, 60),
+                                       right: Math.round(out[0].right), seen: Math.round(right)});
+  }
+  const tables = [...article.querySelectorAll('table')].filter(shown).length;
+  return {runs_off, scrolled, captions, punctuation, formulas, inline_code, boxes: boxes.length,
+          tables};
+}"""
+
 # Opens every collapsed solution (sphinx-togglebutton), as a reader who reads them all,
 # and marks what it opened (data-opened) so that axe can audit what the opening changed:
 # the rest of the page, audited just before, is the same DOM with the same styles.
@@ -298,6 +412,8 @@ class LoadedPage:
     axe_opened: list[dict] = field(default_factory=list)  # run_axe, every solution open
     wide_equations: list[dict] = field(default_factory=list)  # WIDE_EQUATIONS_JS, desktop
     phone_equations: list[dict] = field(default_factory=list)  # the same at PHONE width
+    fit: dict = field(default_factory=dict)  # FIT_JS at DESKTOP, solutions open
+    phone_fit: dict = field(default_factory=dict)  # the same at PHONE width
 
 
 def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
@@ -332,10 +448,12 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
             page.wait_for_timeout(300)  # scrollable.js marks the boxes that now overflow
             result.axe_opened = run_axe(page, include=OPENED)
         result.wide_equations = page.evaluate(WIDE_EQUATIONS_JS)  # solutions open too
+        result.fit = page.evaluate(FIT_JS)
         if scheme == "light":  # the same page on a phone (one theme is enough for widths)
             page.set_viewport_size(PHONE)
             page.wait_for_timeout(500)  # reflow, then scrollable.js marks what overflows
             result.phone_equations = page.evaluate(WIDE_EQUATIONS_JS)
+            result.phone_fit = page.evaluate(FIT_JS)
     finally:
         context.close()
     result.console_errors = list(record.console_errors)

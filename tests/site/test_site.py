@@ -25,6 +25,7 @@ import pytest
 from tests.site.pages import (
     CHAPTERS,
     CONFIG,
+    FIT_JS,
     HTML,
     OPEN_DROPDOWNS_JS,
     OPENED,
@@ -106,6 +107,117 @@ def test_every_display_equation_fits_a_laptop_and_scrolls_on_a_phone(loaded, doc
     assert not page.wide_equations, f"{doc}: equations cut at 1366 wide: {page.wide_equations}"
     stuck = [e for e in page.phone_equations if not (e["scrollable"] and e["focusable"])]
     assert not stuck, f"{doc}: on a phone, equations that cannot be scrolled to: {stuck}"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_no_output_runs_off_the_edge(loaded, doc):
+    """Code cell outputs wrap to the column at 1366 wide, solutions open (as in Jupyter and
+    Colab); there and on a 390-wide phone no output or `pre` is wider than its box unless
+    that box scrolls sideways and takes keyboard focus (a long line of code does)."""
+    page = loaded("book", doc, "light")
+    for width, fit in ((1366, page.fit), (390, page.phone_fit)):
+        assert fit["boxes"] > 0 or doc not in CHAPTERS, f"{doc}: no output found"
+        off = [r for r in fit["runs_off"] if r["kind"] != "table"]
+        assert not off, f"{doc} at {width} wide: running off the edge: {off}"
+    scrolled = [r for r in page.fit["scrolled"] if r["kind"] == "output"]
+    assert not scrolled, f"{doc}: outputs cut at 1366 wide (scroll to read): {scrolled}"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_every_table_fits_or_scrolls_and_no_caption_is_cut(loaded, doc):
+    """At 1366 wide and on a 390-wide phone every table fits its column or scrolls
+    sideways in a box that takes keyboard focus, and every caption is whole in view."""
+    page = loaded("book", doc, "light")
+    for width, fit in ((1366, page.fit), (390, page.phone_fit)):
+        tables = [r for r in fit["runs_off"] if r["kind"] == "table"]
+        assert not tables, f"{doc} at {width} wide: tables cut: {tables}"
+        assert not fit["captions"], f"{doc} at {width} wide: captions cut: {fit['captions']}"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_no_punctuation_alone_at_the_start_of_a_line(loaded, doc):
+    """A full stop or comma after an inline formula stays on the formula's line, at 1366
+    wide (solutions open) and on a 390-wide phone."""
+    page = loaded("book", doc, "light")
+    for width, fit in ((1366, page.fit), (390, page.phone_fit)):
+        assert not fit["punctuation"], f"{doc} at {width} wide: {fit['punctuation']}"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_no_inline_formula_or_code_is_cut(loaded, doc):
+    """An inline formula wider than its line (on a phone) scrolls sideways in its box and
+    takes keyboard focus, instead of being clipped; inline code longer than a line (a
+    self-check call in an exercise) breaks instead of running past the exercise's box."""
+    page = loaded("book", doc, "light")
+    for width, fit in ((1366, page.fit), (390, page.phone_fit)):
+        assert not fit["formulas"], f"{doc} at {width} wide: formulas cut: {fit['formulas']}"
+        assert not fit["inline_code"], f"{doc} at {width} wide: code cut: {fit['inline_code']}"
+
+
+# A page made to fail every check of FIT_JS, each box named by its id, beside one that
+# passes each: what the checks above find on the book's pages they find here.
+MISFITS = """<!doctype html><html lang="en"><head><title>t</title><style>
+  body { margin: 0; font: 16px/1.5 sans-serif; }
+  .bd-article { width: 300px; margin-left: 20px; }
+  pre { font: 14px monospace; margin: 0; }
+  mjx-container { display: inline-block; }
+</style></head><body><main><article class="bd-article">
+<section id="clipped"><pre style="overflow: hidden">LONG</pre></section>
+<section id="scrolls-without-focus"><pre style="overflow: auto">LONG</pre></section>
+<section id="scrolls-with-focus"><pre style="overflow: auto" tabindex="0">LONG</pre></section>
+<section id="spills"><div class="cell_output"><div class="output"><pre
+  style="overflow: visible">LONG</pre></div></div></section>
+<section id="wraps"><div class="cell_output"><div class="output"><pre
+  style="white-space: pre-wrap; overflow-wrap: anywhere">LONG</pre></div></div></section>
+<section id="table-alone"><table><tr><td style="white-space: nowrap">LONG</td></tr></table>
+</section>
+<section id="table-scrolls"><div style="overflow-x: auto" tabindex="0"><table>
+  <caption>A caption centred over a table much wider than the column it sits in</caption>
+  <tr><td style="white-space: nowrap">LONG</td></tr></table></div></section>
+<section id="stop-alone"><p><span class="math"><mjx-container
+  style="width: 300px">x</mjx-container></span>. Then more.</p></section>
+<section id="stop-kept"><p>a <span class="math"><mjx-container
+  style="width: 30px">x</mjx-container></span>, then more.</p></section>
+<section id="formula-clipped"><p><span class="math" style="display: inline-flex;
+  max-width: 100%; overflow: hidden"><mjx-container style="width: 400px; flex-shrink: 0"
+  >x</mjx-container></span></p></section>
+<section id="code-cut"><div style="overflow: hidden"><p>run <code class="literal"
+  style="white-space: nowrap">helpers.checks.check_something_long(my_something_long)</code
+  ></p></div></section>
+<section id="code-breaks"><div style="overflow: hidden"><p>run <code class="literal"
+  style="overflow-wrap: anywhere">helpers.checks.check_something_long(my_something_long)</code
+  ></p></div></section>
+<section id="formula-scrolls"><p><span class="math" tabindex="0" style="display: inline-flex;
+  max-width: 100%; overflow-x: auto"><mjx-container style="width: 400px; flex-shrink: 0"
+  >x</mjx-container></span></p></section>
+</article></main></body></html>""".replace("LONG", "0123456789 " * 8)
+
+
+def test_fit_checks_find_what_they_must(browser):
+    """FIT_JS finds a line cut by its box, a box that scrolls but not from the keyboard, an
+    output spilling over the margin, a table wider than its column with no box around
+    it, a caption cut, a full stop alone on a line, an inline formula clipped and inline
+    code cut; it passes a box that scrolls and takes focus, an output that wraps, a comma
+    that stays by its formula, a formula that scrolls with focus and code that breaks."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    try:
+        page.set_content(MISFITS)
+        fit = page.evaluate(FIT_JS)
+    finally:
+        page.close()
+    off = {r["where"]: r for r in fit["runs_off"]}
+    assert set(off) == {"clipped", "scrolls-without-focus", "spills", "table-alone"}, off
+    assert off["clipped"]["box"] == "pre." and not off["clipped"]["scrolls"]
+    assert off["scrolls-without-focus"]["scrolls"] and not off["scrolls-without-focus"]["focusable"]
+    assert off["spills"]["kind"] == "output" and off["spills"]["box"] is None
+    assert off["table-alone"]["kind"] == "table"
+    scrolled = {(r["where"], r["kind"]) for r in fit["scrolled"]}
+    assert scrolled == {("scrolls-with-focus", "code"), ("table-scrolls", "table")}, scrolled
+    assert [c["where"] for c in fit["captions"]] == ["table-scrolls"], fit["captions"]
+    assert [p["where"] for p in fit["punctuation"]] == ["stop-alone"], fit["punctuation"]
+    assert [f["where"] for f in fit["formulas"]] == ["formula-clipped"], fit["formulas"]
+    assert [c["where"] for c in fit["inline_code"]] == ["code-cut"], fit["inline_code"]
+    assert fit["tables"] == 2
 
 
 def test_axe_finds_what_it_must(browser):

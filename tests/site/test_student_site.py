@@ -6,7 +6,8 @@ edition is loaded from there in headless Chromium, once in light and once in dar
 by tests/site/pages.py (as the book's pages are for test_site.py), and checked: no
 console error, no failed or outside request, every formula typeset and no raw TeX
 anywhere a reader can see text, images loaded with alternative text, no serious or
-critical axe-core violation in either theme, dark mode working. Each chapter's Colab and Binder
+critical axe-core violation in either theme, dark mode working, and what the reader sees
+fits the page (outputs, tables and their captions, punctuation after formulas). Each chapter's Colab and Binder
 buttons open its student notebook (editions/student/), and every link of a student
 notebook to the online book names a page and an anchor of the student edition.
 """
@@ -78,6 +79,25 @@ def test_no_serious_accessibility_violations(loaded, doc, scheme):
     page = loaded("student", doc, scheme)
     serious = [v for v in page.axe if v["impact"] in ("serious", "critical")]
     assert not serious, f"{doc} ({scheme}): axe-core found:\n{describe_violations(serious)}"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_what_the_reader_sees_fits(loaded, doc):
+    """As for the book (test_site.py): outputs wrap at 1366 wide; there and on a 390-wide
+    phone no output, `pre` or table runs off the edge without a box that scrolls and takes
+    keyboard focus, no caption is cut, no full stop after a formula starts a line, and no
+    inline formula or code is cut."""
+    page = loaded("student", doc)
+    for width, fit in ((1366, page.fit), (390, page.phone_fit)):
+        assert not fit["runs_off"], (
+            f"{doc} at {width} wide: running off the edge: {fit['runs_off']}"
+        )
+        assert not fit["captions"], f"{doc} at {width} wide: captions cut: {fit['captions']}"
+        assert not fit["punctuation"], f"{doc} at {width} wide: {fit['punctuation']}"
+        assert not fit["formulas"], f"{doc} at {width} wide: formulas cut: {fit['formulas']}"
+        assert not fit["inline_code"], f"{doc} at {width} wide: code cut: {fit['inline_code']}"
+    scrolled = [r for r in page.fit["scrolled"] if r["kind"] == "output"]
+    assert not scrolled, f"{doc}: outputs cut at 1366 wide (scroll to read): {scrolled}"
 
 
 @pytest.mark.parametrize("doc", PAGES)
