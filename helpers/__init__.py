@@ -4,7 +4,7 @@ Every chapter imports this package. The public API is re-exported here; each
 module's docstring says which chapter introduces it.
 """
 
-from helpers import checks
+from helpers import checks, figures
 from helpers.attention import attention_backward, scaled_dot_product_attention
 from helpers.circuits import (
     attention_only_backward,
@@ -129,6 +129,7 @@ __all__ = [
     "favor_features",
     "feed_forward",
     "feed_forward_backward",
+    "figures",
     "flash_attention",
     "flash_attention_backward",
     "gelu",
@@ -197,3 +198,6 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# In a Jupyter kernel, every figure is shown sharp on 2x screens with its text measured.
+figures.use_book_figures()

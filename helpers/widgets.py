@@ -16,6 +16,11 @@ carries two views of the same figure:
   the reader moves an HTML range control. Without JavaScript the reader sees the
   figure at the initial values.
 
+Every frame is rendered at ``PIXEL_RATIO`` (2) device pixels per CSS pixel, sharp on
+high-resolution screens, shown at ``dpi`` CSS pixels per inch, and records its smallest
+font size and its width in inches (:func:`helpers.figures.figure_record`), from which
+the book's browser tests compute how tall its smallest text is as displayed.
+
 All static output is byte-deterministic (fixed dpi, no PNG timestamps, no random
 ids), so notebooks stored with outputs re-execute to identical HTML.
 """
@@ -43,16 +48,19 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image  # a dependency of matplotlib
 
+from helpers.figures import PIXEL_RATIO, recording_font_sizes, with_figure_record
+
 __all__ = ["Explorer", "Param", "log_values", "without_negative_zeros"]
 
 #: The largest number of static frames (the product of the parameter sizes).
 MAX_FRAMES = 400
 
-#: Colours in each static frame's palette. Median cut refined by two k-means passes,
-#: without dithering: plots of flat colours with anti-aliased lines and text look the
-#: same as the true-colour PNG (largest channel error ~24/255 at an anti-aliased
-#: edge) at a quarter to a half of its bytes.
-PALETTE_COLORS = 64
+#: Colours in each static frame's palette (the most a palette PNG holds). Median cut
+#: refined by two k-means passes, without dithering: plots of flat colours with
+#: anti-aliased lines and text look the same as the true-colour PNG at a quarter to a
+#: half of its bytes, and a colour bar's gradient stays smooth (with 64 colours, a
+#: viridis bar showed bands a dozen pixels tall).
+PALETTE_COLORS = 256
 
 _WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -257,8 +265,8 @@ class Explorer:
     fig : matplotlib.figure.Figure
         The figure, best made with ``Figure(...)`` rather than pyplot so that it is
         never shown a second time (a pyplot figure is closed here for that reason).
-        The explorer owns it from now on: its dpi is set to `dpi` and its canvas is
-        replaced by an Agg canvas.
+        The explorer owns it from now on: its dpi is set to ``dpi * pixel_ratio``
+        and its canvas is replaced by an Agg canvas.
     update : callable
         ``update(**values) -> str | None``: mutate the figure's artists for the given
         values (one keyword per parameter and live control) and optionally return a
@@ -271,7 +279,10 @@ class Explorer:
         for editable logits. Live only: their values when the explorer is made are
         used for every static frame. Their values reach `update` under their keys.
     dpi : float
-        Pixels per inch of every rendered frame.
+        CSS pixels per inch of the figure as shown (its natural size).
+    pixel_ratio : int
+        Device pixels per CSS pixel of every rendered frame: frames are
+        ``dpi * pixel_ratio`` pixels per inch, shown ``dpi`` CSS pixels per inch.
     description : str, optional
         What the figure shows, in one line: the explorer's accessible name and the
         alt text of frames for which `update` returns nothing.
@@ -331,6 +342,7 @@ class Explorer:
         *,
         live_controls: Mapping[str, Any] | None = None,
         dpi: float = 100,
+        pixel_ratio: int = PIXEL_RATIO,
         description: str | None = None,
         max_frames: int = MAX_FRAMES,
     ) -> None:
@@ -359,6 +371,12 @@ class Explorer:
             raise ValueError(f"params and live_controls repeat the names {duplicates}")
         if not _is_number(dpi) or not dpi > 0:
             raise ValueError(f"dpi must be a positive number, got {dpi!r}")
+        if (
+            not isinstance(pixel_ratio, numbers.Integral)
+            or isinstance(pixel_ratio, bool)
+            or (pixel_ratio < 1)
+        ):
+            raise ValueError(f"pixel_ratio must be a positive integer, got {pixel_ratio!r}")
         if description is not None and not isinstance(description, str):
             raise TypeError(f"description must be a string, got {type(description).__name__}")
         n_frames = math.prod(len(p) for p in params)
@@ -372,12 +390,14 @@ class Explorer:
         pyplot = sys.modules.get("matplotlib.pyplot")
         if pyplot is not None and getattr(fig.canvas, "manager", None) is not None:
             pyplot.close(fig)  # a pyplot figure would also be shown by the inline backend
-        fig.set_dpi(dpi)
+        fig.set_dpi(dpi * pixel_ratio)
         self.fig = fig
         self.update = update
         self.params = params
         self.live_controls = live_controls
         self.dpi = dpi
+        self.pixel_ratio = int(pixel_ratio)
+        self._font_pt: float | None = None  # the smallest text of the last frame drawn
         self.description = description
         self._canvas = FigureCanvasAgg(fig)
         self._fixed = {k: w.value for k, w in live_controls.items()}  # for static frames
@@ -402,11 +422,24 @@ class Explorer:
         return None if text is None else without_negative_zeros(text)
 
     def _draw_rgb(self) -> Image.Image:
-        self._canvas.draw()
+        with recording_font_sizes() as sizes:
+            self._canvas.draw()
+        self._font_pt = min(sizes) if sizes else None
         rgba = Image.fromarray(np.asarray(self._canvas.buffer_rgba()))  # (h, w, 4) uint8
         background = Image.new("RGBA", rgba.size, "white")
         background.alpha_composite(rgba)
         return background.convert("RGB")
+
+    def _recorded(self, png: bytes) -> bytes:
+        """``png`` with the record of its smallest text (see helpers.figures)."""
+        if self._font_pt is None:
+            return png
+        return with_figure_record(png, self._font_pt, self.dpi * self.pixel_ratio)
+
+    def _css_size(self) -> tuple[int, int]:
+        """The figure's natural size as shown, in CSS pixels (`dpi` per inch)."""
+        width, height = self._canvas.get_width_height()
+        return round(width / self.pixel_ratio), round(height / self.pixel_ratio)
 
     def _encode_static(self) -> bytes:
         """The current figure as a palette PNG (deterministic bytes)."""
@@ -415,13 +448,13 @@ class Explorer:
         )
         out = io.BytesIO()
         image.save(out, format="PNG", optimize=True)
-        return out.getvalue()
+        return self._recorded(out.getvalue())
 
     def _encode_live(self) -> bytes:
         """The current figure as a true-colour PNG, fast to encode."""
         out = io.BytesIO()
         self._draw_rgb().save(out, format="PNG", compress_level=1)
-        return out.getvalue()
+        return self._recorded(out.getvalue())
 
     def _values_for(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
         values = self._initial_values()
@@ -493,7 +526,7 @@ class Explorer:
         flat = self._flat_initial()
         text = alts[flat]
         alt = text or self.description or "Interactive figure"
-        width, height = self._canvas.get_width_height()
+        width, height = self._css_size()
         esc = html.escape
         label = f' aria-label="{esc(self.description)}"' if self.description else ""
         # The wrapper's class lets the live view hide this copy (see _build_widget).
@@ -601,7 +634,7 @@ class Explorer:
 
         values = self._current_values()
         text = self._apply(values)
-        width, _ = self._canvas.get_width_height()
+        width, _ = self._css_size()
         self.image = w.Image(
             value=self._encode_live(),
             format="png",

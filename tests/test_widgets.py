@@ -14,6 +14,7 @@ import pytest
 from IPython.core.formatters import DisplayFormatter
 from matplotlib.figure import Figure
 
+from helpers.figures import figure_record
 from helpers.widgets import MAX_FRAMES, Explorer, Param, log_values, without_negative_zeros
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -213,14 +214,39 @@ def test_html_and_png_are_byte_identical_across_constructions():
     assert a.render_png(tau=3.0) != a.render_png(tau=0.3)
 
 
-def test_frames_are_palette_pngs_without_timestamps_or_text():
+def test_frames_are_palette_pngs_at_twice_the_resolution_with_only_their_record():
     ex = softmax_explorer()
     png = ex.render_png(tau=1.0)
     chunks = png_chunks(png)
     assert chunks[0] == "IHDR" and chunks[-1] == "IEND" and "PLTE" in chunks
-    assert not {"tIME", "tEXt", "iTXt", "zTXt"} & set(chunks)
+    assert not {"tIME", "iTXt", "zTXt"} & set(chunks) and chunks.count("tEXt") == 1
     width, height, _bit_depth, colour_type = struct.unpack(">IIBB", png[16:26])
-    assert (width, height, colour_type) == (160, 80, 3)  # 3.2 × 1.6 in at 50 dpi, palette
+    assert (width, height, colour_type) == (320, 160, 3)  # 3.2 × 1.6 in at 2 × 50 dpi, palette
+    # the one text chunk: the smallest font drawn (the default tick labels) and the width
+    assert figure_record(png) == {"font_pt": 10.0, "width_in": 3.2, "dpi": 100.0}
+    (img,) = Tree(ex.static_html()).find("img")
+    assert (img["width"], img["height"]) == ("160", "80")  # shown at 50 CSS px per inch
+
+
+def test_every_frame_records_its_own_smallest_text():
+    fig = Figure(figsize=(4, 2))
+    ax = fig.add_subplot()
+
+    def update(size):
+        ax.set_title("weights", fontsize=size)
+        ax.tick_params(labelsize=12)
+        ax.set_xlabel("" if size > 8 else "key", fontsize=size + 1)  # empty: not drawn
+
+    ex = Explorer(fig, update, [Param("size", [5, 9, 11])], dpi=40, pixel_ratio=3)
+    frames = [figure_record(f) for f in ex._render_static()[0]]
+    assert [f["font_pt"] for f in frames] == [5.0, 9.0, 11.0]
+    assert {(f["width_in"], f["dpi"]) for f in frames} == {(4.0, 120.0)}
+
+
+def test_a_pixel_ratio_must_be_a_positive_integer():
+    for bad in (0, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="pixel_ratio must be a positive integer"):
+            softmax_explorer(pixel_ratio=bad)
 
 
 def test_html_escapes_labels_and_descriptions():

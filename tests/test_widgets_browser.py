@@ -140,7 +140,9 @@ def test_without_javascript_the_initial_frame_shows_and_controls_are_disabled(si
     page.goto(f"{site}/nojs.html")
     first = state(page)
     assert not first["ready"] and first["disabled"] == 3  # the range and two radios
-    width = page.evaluate("document.querySelector('img.explorer-image').naturalWidth")
-    assert width == 192  # 3.2 in at 60 dpi: the data URI decoded
+    size = page.evaluate(
+        "(i => [i.naturalWidth, i.width])(document.querySelector('img.explorer-image'))"
+    )
+    assert size == [384, 192]  # 3.2 in at 2 × 60 dpi (the data URI decoded), shown at 60 dpi
     assert first["output"] == "1"
     assert page.errors == []

@@ -7,7 +7,7 @@ Chromium, from a server on 127.0.0.1 with every other host blocked (as for a rea
 downloaded the site). `load` waits for MathJax, then extracts everything the page-level
 checks look at into a `LoadedPage`: console errors, outside and failed requests, what
 MathJax typeset, every text a reader can see or hear, every image (loaded? its alt
-text), the Colab and Binder links, the theme and background, and axe-core's violations.
+text; the width it is shown at and the smallest text its pictures record), the Colab and Binder links, the theme and background, and axe-core's violations.
 The tests (test_site.py, test_student_site.py) receive it from the `loaded` fixture of
 tests/site/conftest.py, which keeps one per (edition, page, theme) for the session.
 
@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 
 import yaml
 
+from helpers.figures import MIN_TEXT_PX
 from tests.conftest import ROOT
 
 HTML = ROOT / "_build" / "html"  # the book
@@ -357,6 +358,76 @@ OPEN_DROPDOWNS_JS = """() => {
 }"""
 
 
+# Every image of the article (solutions open), as shown: its width in CSS pixels and the
+# record of helpers.figures that each of its pictures carries in a PNG text chunk (for an
+# explorer, every frame it can show): the smallest font size and the width in inches.
+FIGURES_JS = """async () => {
+  const KEY = 'attention-book:figure';
+  const record = async url => {
+    const bytes = new Uint8Array(await (await fetch(url)).arrayBuffer());
+    const view = new DataView(bytes.buffer);
+    for (let at = 8; at + 8 <= bytes.length; ) {
+      const length = view.getUint32(at);
+      const kind = String.fromCharCode(...bytes.subarray(at + 4, at + 8));
+      if (kind === 'tEXt') {
+        const text = new TextDecoder('latin1').decode(bytes.subarray(at + 8, at + 8 + length));
+        const cut = text.indexOf('\\0');
+        if (text.slice(0, cut) === KEY) return JSON.parse(text.slice(cut + 1));
+      }
+      if (kind === 'IEND') break;
+      at += 12 + length;
+    }
+    return null;
+  };
+  const figures = [];
+  for (const img of document.querySelectorAll('.bd-article img')) {
+    const explorer = img.closest('.explorer');
+    const data = explorer && explorer.querySelector('script.explorer-data');
+    const urls = data ? JSON.parse(data.textContent).frames : [img.currentSrc];
+    const records = [];
+    for (const url of urls) records.push(await record(url));
+    figures.push({src: (img.getAttribute('src') || '').slice(0, 60), explorer: !!explorer,
+                  shown: parseFloat(getComputedStyle(img).width), records});
+  }
+  return figures;
+}"""
+
+
+def figure_text_px(figures: list[dict]) -> list[tuple[dict, float | None]]:
+    """Each figure with the height (CSS px) of its smallest text as shown, None if unknown.
+
+    A figure ``width_in`` inches wide shown ``shown`` CSS pixels wide has its text of
+    ``font_pt`` points ``shown / width_in * font_pt / 72`` pixels tall (an explorer: the
+    smallest over its frames). A picture without a record, or not shown, gives None.
+    """
+    measured = []
+    for figure in figures:
+        sizes = [
+            figure["shown"] / r["width_in"] * r["font_pt"] / 72 if r else None
+            for r in figure["records"]
+        ]
+        ok = figure["shown"] > 0 and sizes and None not in sizes
+        measured.append((figure, min(sizes) if ok else None))
+    return measured
+
+
+def small_figure_text(figures: list[dict], minimum: float = MIN_TEXT_PX) -> list[str]:
+    """Every figure whose smallest text is shown under `minimum` px, or cannot be measured."""
+    problems = []
+    for figure, px in figure_text_px(figures):
+        if px is None:
+            problems.append(
+                f"{figure['src']}: not measurable (shown {figure['shown']} px wide, "
+                f"records {figure['records'][:2]})"
+            )
+        elif px < minimum:
+            problems.append(
+                f"{figure['src']}: smallest text {px:.1f} px < {minimum} px "
+                f"(shown {figure['shown']:.0f} px wide)"
+            )
+    return problems
+
+
 def run_axe(page, include: str | None = None) -> list[dict]:
     """axe-core's violations on the page (or on the elements matching the CSS selector
     `include` and everything inside them), each with the nodes it found."""
@@ -414,6 +485,7 @@ class LoadedPage:
     phone_equations: list[dict] = field(default_factory=list)  # the same at PHONE width
     fit: dict = field(default_factory=dict)  # FIT_JS at DESKTOP, solutions open
     phone_fit: dict = field(default_factory=dict)  # the same at PHONE width
+    figures: list[dict] = field(default_factory=list)  # FIGURES_JS, desktop, solutions open
 
 
 def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
@@ -449,6 +521,7 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
             result.axe_opened = run_axe(page, include=OPENED)
         result.wide_equations = page.evaluate(WIDE_EQUATIONS_JS)  # solutions open too
         result.fit = page.evaluate(FIT_JS)
+        result.figures = page.evaluate(FIGURES_JS)  # solutions open too, at DESKTOP width
         if scheme == "light":  # the same page on a phone (one theme is enough for widths)
             page.set_viewport_size(PHONE)
             page.wait_for_timeout(500)  # reflow, then scrollable.js marks what overflows

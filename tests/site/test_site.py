@@ -17,6 +17,8 @@ to look at (whole pages, and on a phone: `make screenshots`).
 
 from __future__ import annotations
 
+import io
+import json
 import re
 from urllib.parse import urlparse
 
@@ -25,6 +27,7 @@ import pytest
 from tests.site.pages import (
     CHAPTERS,
     CONFIG,
+    FIGURES_JS,
     FIT_JS,
     HTML,
     OPEN_DROPDOWNS_JS,
@@ -34,10 +37,12 @@ from tests.site.pages import (
     SCHEMES,
     SHOTS,
     describe_violations,
+    figure_text_px,
     images_without_alt,
     open_page,
     raw_tex,
     run_axe,
+    small_figure_text,
 )
 
 pytestmark = pytest.mark.browser
@@ -218,6 +223,78 @@ def test_fit_checks_find_what_they_must(browser):
     assert [f["where"] for f in fit["formulas"]] == ["formula-clipped"], fit["formulas"]
     assert [c["where"] for c in fit["inline_code"]] == ["code-cut"], fit["inline_code"]
     assert fit["tables"] == 2
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_every_figure_text_is_legible_at_1366(loaded, doc):
+    """Every figure's smallest text, computed from the figure's width in inches and its
+    smallest font size (recorded in each PNG when it was made, every explorer frame
+    included) and the width the image is shown at in the 686 px column at 1366 wide, is
+    at least MIN_TEXT_PX (9) CSS pixels tall, solutions open included."""
+    page = loaded("book", doc, "light")
+    problems = small_figure_text(page.figures)
+    assert not problems, f"{doc}: figure text too small to read:\n" + "\n".join(problems)
+    if doc in CHAPTERS:
+        assert page.figures, f"{doc}: no figure found"
+        smallest = min(px for _, px in figure_text_px(page.figures))
+        print(f"{doc}: {len(page.figures)} figures, smallest text {smallest:.1f} px")
+
+
+def _figure_img(font_pt: float, explorer: bool = False, record: bool = True) -> str:
+    """An <img> of a 7.2 in figure whose smallest text is `font_pt`, as the site shows it."""
+    import base64
+
+    from matplotlib.figure import Figure
+
+    from helpers.figures import figure_png
+
+    fig = Figure(figsize=(7.2, 2.4), dpi=100)
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1])
+    ax.tick_params(labelsize=10)
+    ax.set_xlabel("key", fontsize=font_pt)
+    png, _ = figure_png(fig)
+    if not record:  # the same picture as a plain PNG, without the record
+        from PIL import Image
+
+        out = io.BytesIO()
+        Image.open(io.BytesIO(png)).save(out, format="PNG")
+        png = out.getvalue()
+    uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+    img = f"<img src='{uri}' alt='a figure' style='width: 100%'>"
+    if not explorer:
+        return img
+    frames = json.dumps({"frames": [uri]})
+    return f"<div class='explorer'>{img}<script class='explorer-data'>{frames}</script></div>"
+
+
+def test_figure_text_check_finds_what_it_must(browser):
+    """The legibility check can fail: in a 686 px column, a 7.2 in figure's 5 pt label is
+    shown under 9 px tall (about 7.8 px: the picture is cropped to what is drawn, 6.1 in)
+    and is reported, in a plain figure and in an explorer frame, and so is a picture that
+    records nothing; a 9 pt label (about 14 px) passes."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    try:
+        page.set_content(
+            "<!doctype html><html lang='en'><body><div class='bd-article' style='width: 686px'>"
+            + _figure_img(9)
+            + _figure_img(5)
+            + _figure_img(5, explorer=True)
+            + _figure_img(9, record=False)
+            + "</div></body></html>"
+        )
+        figures = page.evaluate(FIGURES_JS)
+    finally:
+        page.close()
+    measured = [px for _, px in figure_text_px(figures)]
+    assert [f["shown"] for f in figures] == [686] * 4
+    width_in = figures[0]["records"][0]["width_in"]  # cropped to what is drawn: < 7.2 in
+    assert measured[0] == pytest.approx(686 / width_in * 9 / 72) and measured[0] > 11.9
+    assert measured[1] == measured[2] == pytest.approx(measured[0] * 5 / 9)
+    assert measured[1] < 9
+    assert measured[3] is None
+    problems = small_figure_text(figures)
+    assert len(problems) == 3 and "not measurable" in problems[2], problems
 
 
 def test_axe_finds_what_it_must(browser):
