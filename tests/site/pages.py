@@ -428,6 +428,17 @@ def small_figure_text(figures: list[dict], minimum: float = MIN_TEXT_PX) -> list
     return problems
 
 
+def check_figure_text(page: LoadedPage) -> None:
+    """The figure-legibility check of one loaded page (both editions' tests call it):
+    no figure text under MIN_TEXT_PX, and a chapter shows at least one figure."""
+    problems = small_figure_text(page.figures)
+    assert not problems, f"{page.doc}: figure text too small to read:\n" + "\n".join(problems)
+    if page.doc in CHAPTERS:
+        assert page.figures, f"{page.doc}: no figure found"
+        smallest = min(px for _, px in figure_text_px(page.figures))
+        print(f"{page.doc}: {len(page.figures)} figures, smallest text {smallest:.1f} px")
+
+
 def run_axe(page, include: str | None = None) -> list[dict]:
     """axe-core's violations on the page (or on the elements matching the CSS selector
     `include` and everything inside them), each with the nodes it found."""

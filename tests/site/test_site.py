@@ -36,6 +36,7 @@ from tests.site.pages import (
     ROOT,
     SCHEMES,
     SHOTS,
+    check_figure_text,
     describe_violations,
     figure_text_px,
     images_without_alt,
@@ -231,13 +232,7 @@ def test_every_figure_text_is_legible_at_1366(loaded, doc):
     smallest font size (recorded in each PNG when it was made, every explorer frame
     included) and the width the image is shown at in the 686 px column at 1366 wide, is
     at least MIN_TEXT_PX (9) CSS pixels tall, solutions open included."""
-    page = loaded("book", doc, "light")
-    problems = small_figure_text(page.figures)
-    assert not problems, f"{doc}: figure text too small to read:\n" + "\n".join(problems)
-    if doc in CHAPTERS:
-        assert page.figures, f"{doc}: no figure found"
-        smallest = min(px for _, px in figure_text_px(page.figures))
-        print(f"{doc}: {len(page.figures)} figures, smallest text {smallest:.1f} px")
+    check_figure_text(loaded("book", doc, "light"))
 
 
 def _figure_img(font_pt: float, explorer: bool = False, record: bool = True) -> str:

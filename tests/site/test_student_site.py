@@ -27,11 +27,10 @@ from tests.site.pages import (
     ROOT,
     SCHEMES,
     STUDENT,
+    check_figure_text,
     describe_violations,
-    figure_text_px,
     images_without_alt,
     raw_tex,
-    small_figure_text,
 )
 from tests.site.test_colab_edition_site import LINK, Ids
 
@@ -148,10 +147,4 @@ def test_student_notebook_links_name_pages_and_anchors_of_the_student_edition(pa
 def test_every_figure_text_is_legible_at_1366(loaded, doc):
     """As in the book (test_site.py): every figure's smallest text as shown at 1366 wide,
     from the size and fonts recorded in its PNG, is at least 9 CSS pixels tall."""
-    page = loaded("student", doc, "light")
-    problems = small_figure_text(page.figures)
-    assert not problems, f"{doc}: figure text too small to read:\n" + "\n".join(problems)
-    if doc in CHAPTERS:
-        assert page.figures, f"{doc}: no figure found"
-        smallest = min(px for _, px in figure_text_px(page.figures))
-        print(f"{doc}: {len(page.figures)} figures, smallest text {smallest:.1f} px")
+    check_figure_text(loaded("student", doc, "light"))
