@@ -228,6 +228,44 @@ def test_frames_are_palette_pngs_at_twice_the_resolution_with_only_their_record(
     assert (img["width"], img["height"]) == ("160", "80")  # shown at 50 CSS px per inch
 
 
+def test_palette_frames_look_like_the_true_colour_figure_and_keep_a_colour_bar_smooth():
+    """A frame of a line plot beside a heat map and its viridis colour bar, quantised to
+    the palette, is within a fraction of a level of the true-colour drawing on average,
+    and the colour bar keeps at least 150 distinct steps down its 300 pixels (the fast
+    octree quantiser keeps about 40: bands a reader sees)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    fig = Figure(figsize=(7.2, 3.2), layout="constrained")
+    ax_line, ax_map = fig.subplots(1, 2)
+    x = np.linspace(0, 10, 400)
+    (line,) = ax_line.plot(x, np.sin(x))
+    ax_line.set_xlabel("position")
+    shown = ax_map.imshow(np.random.default_rng(0).random((32, 32)), cmap="viridis")
+    bar = fig.colorbar(shown, ax=ax_map, label="weight")
+
+    def update(f):
+        line.set_ydata(np.sin(f * x))
+
+    ex = Explorer(fig, update, [Param("f", [1.0, 2.0])])
+    drawn = ex._draw_rgb()  # the true-colour picture, then the same as a static frame
+    frame = Image.open(io.BytesIO(ex._palette_png(drawn))).convert("RGB")
+    frame, true_colour = np.asarray(frame, dtype=int), np.asarray(drawn, dtype=int)
+    assert frame.shape == true_colour.shape
+    assert np.abs(frame - true_colour).mean() < 0.5
+    # the colour bar's middle column, from its top to its bottom, in device pixels
+    box = bar.ax.get_window_extent()
+    height = frame.shape[0]
+    column = frame[
+        round(height - box.y1) + 2 : round(height - box.y0) - 2, round(box.x0 + box.x1) // 2
+    ]
+    assert len(column) >= 280
+    steps = 1 + int((np.abs(np.diff(column, axis=0)).sum(axis=1) > 0).sum())
+    assert steps >= 150, f"the colour bar shows {steps} steps down {len(column)} pixels"
+
+
 def test_every_frame_records_its_own_smallest_text():
     fig = Figure(figsize=(4, 2))
     ax = fig.add_subplot()
