@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -225,6 +226,13 @@ LANES = (["lint", "workflows", "unit", "nbval", "colab"], ["html", "browser"])
 LOGS = ROOT / "_build" / "test-logs"  # each step's output, when the lanes run
 
 
+def cpu_seconds() -> float:
+    """CPU time (user and system) of the processes this run started and waited for: the
+    steps' commands and everything under them (pytest's workers, kernels, Chromium)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def run_step(name: str) -> tuple[bool, float]:
     start = time.perf_counter()
     try:
@@ -280,28 +288,33 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown step(s) {unknown}; steps are {list(STEPS)}")
         return 2
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu_seconds()
     lanes = names == DEFAULT and not NOTEBOOKS and not one_at_a_time
+    cpu: dict[str, float] = {}  # each step's CPU time, when the steps run one at a time
     if lanes:
         results = run_lanes(LANES)
     else:
         results = {}
         for name in names:
             print(f"\n==== {name} ====", flush=True)
+            before = cpu_seconds()
             results[name] = run_step(name)
-    total = time.perf_counter() - start
+            cpu[name] = cpu_seconds() - before
+    total, cpu_total = time.perf_counter() - start, cpu_seconds() - cpu_start
     print("\n==== summary ====")
     if lanes:
         print("(two lanes side by side, each step's time measured while the other lane ran)")
     for k, lane_names in enumerate(LANES if lanes else [names]):
         for name in lane_names:
             ok, seconds = results[name]
-            where = f"lane {k + 1}" if lanes else ""
+            where = f"lane {k + 1}" if lanes else f"{cpu[name]:7.1f} s of CPU"
             print(f"{name:10s} {'ok' if ok else 'FAILED':6s} {seconds:7.1f} s  {where}")
         if lanes:
             lane_total = sum(results[n][1] for n in lane_names)
             print(f"{'':10s} {'':6s} {lane_total:7.1f} s  lane {k + 1} in all")
-    print(f"{'total':10s} {'':6s} {total:7.1f} s")
+    print(
+        f"{'total':10s} {'':6s} {total:7.1f} s  {cpu_total:7.1f} s of CPU ({os.cpu_count()} cores)"
+    )
     return 0 if all(ok for ok, _ in results.values()) else 1
 
 
