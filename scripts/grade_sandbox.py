@@ -245,6 +245,12 @@ class Sandbox:
             "MPLCONFIGDIR": f"{WORK}/.matplotlib",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            # one thread for the submission's linear algebra: with --jobs N the N kernels
+            # share the cores instead of fighting over them (OpenBLAS threads wait by
+            # spinning), and a cell's time limit means the same on any number of cores
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
         }
         bwrap += ["--chdir", WORK, "--clearenv"]
         for key, value in env.items():

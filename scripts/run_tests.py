@@ -275,7 +275,18 @@ def run_lanes(lanes: tuple[list[str], ...]) -> dict[str, tuple[bool, float]]:
     return results
 
 
+# One thread for each process's linear algebra (NumPy's OpenBLAS, PyTorch): the steps
+# already keep both cores busy with processes of their own (pytest-xdist's workers, two
+# notebooks at a time, the other lane), and OpenBLAS threads that wait by spinning make
+# two processes that each use two threads fight over the two cores. Measured: chapter 8's
+# Colab edition took 109 s beside another notebook, 14 s with one thread each; the Colab
+# step went from 191 s to 95 s, nbval from 51 s to 46 s. A value already set is kept.
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def main(argv: list[str]) -> int:
+    for name, value in ONE_THREAD.items():
+        os.environ.setdefault(name, value)  # inherited by every step's processes
     one_at_a_time = "--one-at-a-time" in argv
     argv = [a for a in argv if a != "--one-at-a-time"]
     NOTEBOOKS.extend(a for a in argv if a.endswith(".ipynb"))
