@@ -94,6 +94,12 @@ COLUMNS = (
     "flags",
 )
 MAX_OUTPUT = 2_000_000  # characters of output kept per cell; a flood beyond it is dropped
+# Run in the kernel before the submission's cells. Nothing a submission displays is kept
+# (grading reads answers, never outputs), so the kernel formats plain text only: no figure
+# is rendered to a PNG and no explorer renders its frames (helpers.widgets), which was a
+# third of the time a chapter takes to grade. The grader's answers do not go through the
+# formatters (scripts/grade_wire.py publishes them as they are).
+PLAIN_TEXT_ONLY = "get_ipython().display_formatter.active_types = ['text/plain']"
 MAX_NOTEBOOK_MB = 50  # a larger file is not read
 # The flags column: what an instructor should know about a row.
 UNSEALED = "unsealed"  # graded without isolation (--without-isolation)
@@ -393,6 +399,10 @@ def grade_notebook(
         with client.setup_kernel(cleanup_kc=True):
             if sandbox is not None:
                 sandbox.seal(client.km)
+            nb.cells.append(nbformat.v4.new_code_cell(PLAIN_TEXT_ONLY))
+            run(nb.cells[-1], len(nb.cells) - 1, cell_timeout)  # (a dead kernel: see below)
+            nb.cells.pop()
+            client.budget.clear()
             deadline = time.monotonic() + total_timeout
             code = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
             for k, (index, cell) in enumerate(code):

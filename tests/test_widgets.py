@@ -133,6 +133,28 @@ def test_display_shows_the_static_explorer_then_the_live_one():
     assert DisplayFormatter().format(ex) == ({}, {})  # IPython displays it itself
 
 
+def test_a_session_that_shows_plain_text_only_gets_no_frames_and_no_widget():
+    """The grader's kernel formats plain text only (scripts/grade.py): displayed there, an
+    explorer shows one line of text, and renders no frame and builds no widget (a chapter
+    with an explorer of 40 frames grades seconds faster)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    ex = softmax_explorer()
+    drawn = []
+    ex._draw_rgb = lambda: drawn.append(1)  # any frame rendered would be counted
+    shell.display_formatter.active_types = ["text/plain"]
+    try:
+        with capture_output() as captured:
+            display(ex)
+    finally:
+        shell.display_formatter.active_types = shell.display_formatter.format_types
+    assert [o.data for o in captured.outputs] == [{"text/plain": "Explorer: τ (5 values)"}]
+    assert not drawn and ex._widget is None and ex._static is None
+
+
 def test_static_view_asks_to_run_the_cell_and_the_live_view_hides_it():
     from helpers.widgets import DEAD_WIDGET_CSS, RUN_HINT
 
