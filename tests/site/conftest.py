@@ -41,7 +41,8 @@ def student_site():
 
 @pytest.fixture(scope="session")
 def loaded(request, browser):
-    """loaded(edition, doc, scheme) -> LoadedPage, each loaded once per session."""
+    """loaded(edition, doc, scheme) -> LoadedPage, each loaded once per session (the pages
+    that `load` keeps open for the explorer tests are closed at the end)."""
     cache: dict[tuple[str, str, str], LoadedPage | BaseException] = {}
 
     def get(edition: str, doc: str, scheme: str = "light") -> LoadedPage:
@@ -56,7 +57,10 @@ def loaded(request, browser):
             raise cache[key]
         return cache[key]
 
-    return get
+    yield get
+    for result in cache.values():
+        if isinstance(result, LoadedPage) and result.live is not None:
+            result.live[0].close()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -14,7 +14,9 @@ tests/site/conftest.py, which keeps one per (edition, page, theme) for the sessi
 A NEW PAGE-LEVEL CHECK: if it needs something not yet extracted, add a field to
 `LoadedPage` and fill it in `load` (one `page.evaluate`, before axe runs); then write the
 check as a test that takes `loaded` and reads the field. A check that interacts with the
-page (the explorers' controls) opens its own page with `open_page`.
+page (the explorers' controls) does so on `LoadedPage.live`: the chapters' light pages of
+the book stay open once everything above has been read from them (`keep_open`), back at
+1366 wide, for the tests that move their controls.
 """
 
 from __future__ import annotations
@@ -439,6 +441,18 @@ def check_figure_text(page: LoadedPage) -> None:
         print(f"{page.doc}: {len(page.figures)} figures, smallest text {smallest:.1f} px")
 
 
+# Waits until what the last change set off is over: the transitions it started (an opened
+# solution fades in over 0.3 s), then two frames, so that the layout is done and every
+# ResizeObserver callback has run (scrollable.js marks the boxes that now overflow).
+SETTLE_JS = """async () => {
+  const frame = () => new Promise(r => requestAnimationFrame(r));
+  await frame();  // the style change is computed and its transitions have started
+  await Promise.all(document.getAnimations().map(a => a.finished.catch(() => null)));
+  await frame();
+  await frame();
+}"""
+
+
 def run_axe(page, include: str | None = None) -> list[dict]:
     """axe-core's violations on the page (or on the elements matching the CSS selector
     `include` and everything inside them), each with the nodes it found."""
@@ -497,6 +511,14 @@ class LoadedPage:
     fit: dict = field(default_factory=dict)  # FIT_JS at DESKTOP, solutions open
     phone_fit: dict = field(default_factory=dict)  # the same at PHONE width
     figures: list[dict] = field(default_factory=list)  # FIGURES_JS, desktop, solutions open
+    # (context, page, record) of a page kept open (`keep_open`), closed by tests/site/conftest.py
+    live: tuple | None = None
+
+
+def keep_open(edition: str, doc: str, scheme: str) -> bool:
+    """Whether `load` leaves the page open: the book's chapters in light mode, whose
+    explorers tests/site/test_site.py moves once the page-level checks have read it."""
+    return edition == "book" and scheme == "light" and doc in CHAPTERS
 
 
 def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
@@ -528,18 +550,23 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
         result.axe = run_axe(page)
         result.dropdowns = page.evaluate(OPEN_DROPDOWNS_JS)
         if result.dropdowns:
-            page.wait_for_timeout(300)  # scrollable.js marks the boxes that now overflow
+            page.evaluate(SETTLE_JS)  # faded in, and scrollable.js has marked what overflows
             result.axe_opened = run_axe(page, include=OPENED)
         result.wide_equations = page.evaluate(WIDE_EQUATIONS_JS)  # solutions open too
         result.fit = page.evaluate(FIT_JS)
         result.figures = page.evaluate(FIGURES_JS)  # solutions open too, at DESKTOP width
         if scheme == "light":  # the same page on a phone (one theme is enough for widths)
             page.set_viewport_size(PHONE)
-            page.wait_for_timeout(500)  # reflow, then scrollable.js marks what overflows
+            page.evaluate(SETTLE_JS)  # reflowed, and scrollable.js has marked what overflows
             result.phone_equations = page.evaluate(WIDE_EQUATIONS_JS)
             result.phone_fit = page.evaluate(FIT_JS)
+        if keep_open(edition, doc, scheme):  # for the explorer tests, as a reader opens it
+            page.set_viewport_size(DESKTOP)
+            page.evaluate("() => window.scrollTo(0, 0)")
+            result.live = (context, page, record)
     finally:
-        context.close()
+        if result.live is None:
+            context.close()
     result.console_errors = list(record.console_errors)
     result.external = list(record.external)
     result.failed = list(record.failed)

@@ -9,8 +9,8 @@ attributes, explorer captions), every image loaded and described by alternative 
 serious or critical accessibility violation found by axe-core in either theme, the
 chapter's Colab button pointing at that chapter's notebook in the configured repository,
 and dark mode working. Each explorer answers its controls, from the keyboard too, with a
-visible focus ring (those two tests share their own load of each chapter: they move the
-controls).
+visible focus ring (those two tests move the controls of the chapter's light page once
+the page-level checks have read it: the page stays open for them).
 A screenshot of each page's first screen is saved under _build/screenshots/ for a person
 to look at (whole pages, and on a phone: `make screenshots`).
 """
@@ -40,7 +40,6 @@ from tests.site.pages import (
     describe_violations,
     figure_text_px,
     images_without_alt,
-    open_page,
     raw_tex,
     run_axe,
     small_figure_text,
@@ -350,29 +349,22 @@ def accessible_name(control) -> str:
     return match.group(1) if match else ""
 
 
-@pytest.fixture(scope="module")
-def explorer_page(browser, book_site):
-    """explorer_page(doc) -> (page, record): a chapter opened once for the two tests that
-    move its explorers' controls (neither needs the controls where they start)."""
-    opened: dict[str, tuple] = {}
-
-    def get(doc: str):
-        if doc not in opened:
-            opened[doc] = open_page(browser, book_site, doc)
-        _, page, record = opened[doc]
-        return page, record
-
-    yield get
-    for context, _, _ in opened.values():
-        context.close()
+def live_chapter(loaded, doc: str):
+    """(page, record): the chapter's light page of the book, left open at 1366 wide once
+    the page-level checks have read it (tests/site/pages.py, `keep_open`), for the two
+    tests that move its explorers' controls (neither needs them where they start)."""
+    page = loaded("book", doc, "light")
+    assert page.live is not None, f"{doc}: the page was not kept open"
+    _, live, record = page.live
+    return live, record
 
 
 @pytest.mark.parametrize("doc", CHAPTERS)
-def test_explorers_work_from_the_keyboard(explorer_page, doc):
+def test_explorers_work_from_the_keyboard(loaded, doc):
     """Tab reaches every control of every explorer, shows a focus ring drawn by
     explorer.css (not the browser's default), and the arrow keys change the figure;
     every control has an accessible name."""
-    page, record = explorer_page(doc)
+    page, record = live_chapter(loaded, doc)
     explorers = page.locator(".explorer")
     assert explorers.count() >= 1
     for k in range(explorers.count()):
@@ -468,10 +460,10 @@ def test_dark_mode(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", CHAPTERS)
-def test_explorers_respond_to_their_controls(explorer_page, doc):
+def test_explorers_respond_to_their_controls(loaded, doc):
     """Every control of every explorer changes the figure: each slider between its ends,
     each radio group and menu between its first and last option."""
-    page, record = explorer_page(doc)
+    page, record = live_chapter(loaded, doc)
     stem = doc.replace("/", "__")
     explorers = page.locator(".explorer")
     assert explorers.count() >= 1, f"{doc} has no explorer"
