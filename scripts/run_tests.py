@@ -36,7 +36,8 @@ from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+# Each pytest step lists its ten slowest tests at the end of its output (where the time goes).
+PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--durations=10"]
 PAGES = ROOT / "_build" / "pages"  # the site as the Pages workflow publishes it
 NOTEBOOKS: list[str] = []  # notebooks named on the command line (nbval only)
 
