@@ -5,20 +5,96 @@ the page the first time it is asked for and keeping it for the session, so the r
 console, image, alt-text, link, theme and axe-core checks of a page share one load.
 
 `make browser` spreads the tests over both cores (pytest-xdist, each worker its own
-Chromium) by page (`--dist loadgroup`, groups set below): every test of a page, in either
-edition and theme, runs in the worker that loads that page, so each page of each edition
-is loaded once per theme, and the pages share the two cores evenly. A test of no page
-runs with the other tests of its file (their module fixtures are built once).
+Chromium) by page (`--dist loadgroup`, with the scheduler below): every test of a page, in
+either edition and theme, runs in the worker that loads that page, so each page of each
+edition is loaded once per theme, and the pages share the two cores evenly. A test of no
+page runs with the other tests of its file (their module fixtures are built once).
+
+The session checks that promise: every load is recorded, and a page loaded twice (by two
+workers, or twice in one) fails the run (`pytest_sessionfinish`).
 """
 
 from __future__ import annotations
 
+import collections
+import os
+import re
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import serve_directory
-from tests.site.pages import HTML, PUBLISHED, STUDENT, LoadedPage, load
+from tests.site.pages import HTML, PAGES, PUBLISHED, STUDENT, LoadedPage, load
+
+HERE = Path(__file__).parent
+# Where each process of the session (the controller, or each pytest-xdist worker) writes
+# the pages it loads: a directory that the first process makes and its workers inherit.
+LOADS = "ATTENTION_BOOK_PAGE_LOADS"
+
+
+def group_of(nodeid: str) -> str:
+    """The work unit of a browser test: `page:DOC` when one of its parameters is a page of
+    the table of contents (DOC, alone or joined to the theme: "notebooks/01_softmax-dark"),
+    else `file:NAME`, its file."""
+    path, _, rest = nodeid.partition("::")
+    params = re.search(r"\[(.*)\]$", rest)
+    if params:
+        found = [doc for doc in PAGES if re.search(rf"(^|-){re.escape(doc)}(-|$)", params.group(1))]
+        if found:
+            return f"page:{max(found, key=len)}"
+    return f"file:{Path(path).name}"
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pragma: no cover (pytest-xdist is a test dependency)
+    pass
+else:
+
+    class ByPage(LoadScopeScheduling):
+        """Whole pages (and whole files of tests of no page) to one worker each, biggest
+        first. (pytest-xdist 3.8's own `loadgroup` marks a test's group by rewriting its
+        `_nodeid`, which pytest 9 no longer reads: its groups were silently ignored and
+        every page could be loaded by both workers.)"""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") == "loadgroup":
+            return ByPage(config, log)
+        return None
+
+
+def pytest_configure(config):
+    if LOADS not in os.environ:  # the first process; pytest-xdist's workers inherit it
+        os.environ[LOADS] = tempfile.mkdtemp(prefix="attention-book-page-loads-")
+
+
+def record_load(key: tuple[str, str, str]) -> None:
+    with open(Path(os.environ[LOADS]) / f"{os.getpid()}.txt", "a") as f:
+        f.write(" ".join(key) + "\n")
+
+
+def pytest_sessionfinish(session):
+    """In the process that ran the session (not in a worker): fail the run if a page of an
+    edition was loaded more than once in one theme."""
+    if hasattr(session.config, "workerinput") or LOADS not in os.environ:
+        return
+    directory = Path(os.environ[LOADS])
+    loads = collections.Counter(
+        line for f in directory.glob("*.txt") for line in f.read_text().splitlines()
+    )
+    for f in directory.glob("*.txt"):
+        f.unlink()
+    twice = sorted(f"{key} ({n} times)" for key, n in loads.items() if n > 1)
+    if twice:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "pages loaded more than once (edition, page, theme):\n  " + "\n  ".join(twice)
+        if reporter:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +125,7 @@ def loaded(request, browser):
         key = (edition, doc, scheme)
         if key not in cache:
             site = request.getfixturevalue(f"{edition}_site")
+            record_load(key)
             try:
                 cache[key] = load(browser, site, edition, doc, scheme)
             except Exception as exc:  # every check of this page fails with the same error
@@ -61,16 +138,3 @@ def loaded(request, browser):
     for result in cache.values():
         if isinstance(result, LoadedPage) and result.live is not None:
             result.live[0].close()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    """The xdist group of each browser test: its page, or else its file."""
-    here = Path(__file__).parent
-    for item in items:
-        if item.path.parent != here:
-            continue
-        params = getattr(item, "callspec", None)
-        doc = params.params.get("doc") if params else None
-        group = f"page:{doc}" if doc else f"file:{item.path.name}"
-        item.add_marker(pytest.mark.xdist_group(group))
