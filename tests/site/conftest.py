@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -28,8 +29,8 @@ from tests.conftest import serve_directory
 from tests.site.pages import HTML, PAGES, PUBLISHED, STUDENT, LoadedPage, load
 
 HERE = Path(__file__).parent
-# Where each process of the session (the controller, or each pytest-xdist worker) writes
-# the pages it loads: a directory that the first process makes and its workers inherit.
+# Where each process of the session (the one pytest started, or each of its pytest-xdist
+# workers) writes the pages it loads: a directory that the first makes and they inherit.
 LOADS = "ATTENTION_BOOK_PAGE_LOADS"
 
 
@@ -68,12 +69,17 @@ else:
 
 
 def pytest_configure(config):
-    if LOADS not in os.environ:  # the first process; pytest-xdist's workers inherit it
+    if not hasattr(config, "workerinput"):  # the session's own process; its workers inherit it
         os.environ[LOADS] = tempfile.mkdtemp(prefix="attention-book-page-loads-")
 
 
 def record_load(key: tuple[str, str, str]) -> None:
-    with open(Path(os.environ[LOADS]) / f"{os.getpid()}.txt", "a") as f:
+    # (a worker of a session started above tests/site has no directory from its parent,
+    # whose pytest_configure never saw this file: it keeps its own, and nothing checks it)
+    if LOADS not in os.environ:
+        os.environ[LOADS] = tempfile.mkdtemp(prefix="attention-book-page-loads-")
+    directory = os.environ[LOADS]
+    with open(Path(directory) / f"{os.getpid()}.txt", "a") as f:
         f.write(" ".join(key) + "\n")
 
 
@@ -86,8 +92,7 @@ def pytest_sessionfinish(session):
     loads = collections.Counter(
         line for f in directory.glob("*.txt") for line in f.read_text().splitlines()
     )
-    for f in directory.glob("*.txt"):
-        f.unlink()
+    shutil.rmtree(directory, ignore_errors=True)
     twice = sorted(f"{key} ({n} times)" for key, n in loads.items() if n > 1)
     if twice:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
