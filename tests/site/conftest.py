@@ -68,6 +68,23 @@ else:
         return None
 
 
+# Every browser test collected (before -k or --deselect), with the page it takes, if any:
+# what tests/site/test_site.py checks `group_of` against.
+COLLECTED = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    tests = []
+    for item in items:
+        if item.path.parent == HERE:
+            params = getattr(item, "callspec", None)
+            tests.append(
+                (item.nodeid, item.path.name, params.params.get("doc") if params else None)
+            )
+    config.stash[COLLECTED] = tests
+
+
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the session's own process; its workers inherit it
         os.environ[LOADS] = tempfile.mkdtemp(prefix="attention-book-page-loads-")

@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from tests.site.conftest import COLLECTED, group_of
 from tests.site.pages import (
     CHAPTERS,
     CONFIG,
@@ -48,6 +49,17 @@ from tests.site.pages import (
 pytestmark = pytest.mark.browser
 
 SHOTS = SHOTS["book"]
+
+
+def test_each_test_of_a_page_goes_where_that_page_is_loaded(request):
+    """The scheduler of tests/site/conftest.py puts every test that takes a page (`doc`,
+    either edition, either theme) in that page's work unit, and any other test in its
+    file's: every browser test collected (-k or not)."""
+    tests = request.config.stash[COLLECTED]
+    assert len(tests) > 4 * len(PAGES)
+    for nodeid, file, doc in tests:
+        expected = f"page:{doc}" if doc in PAGES else f"file:{file}"
+        assert group_of(nodeid) == expected, nodeid
 
 
 def test_raw_tex_pattern_catches_what_it_must():
