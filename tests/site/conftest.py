@@ -90,26 +90,17 @@ def pytest_configure(config):
         os.environ[LOADS] = tempfile.mkdtemp(prefix="attention-book-page-loads-")
 
 
-_OWN: str | None = None  # a worker's own directory (see record_load), removed at its end
-
-
 def record_load(key: tuple[str, str, str]) -> None:
-    # (a worker of a session started above tests/site has no directory from its parent,
-    # whose pytest_configure never saw this file: it keeps its own, and nothing checks it)
-    global _OWN
-    if LOADS not in os.environ:
-        os.environ[LOADS] = _OWN = tempfile.mkdtemp(prefix="attention-book-page-loads-")
-    directory = os.environ[LOADS]
-    with open(Path(directory) / f"{os.getpid()}.txt", "a") as f:
-        f.write(" ".join(key) + "\n")
+    directory = os.environ.get(LOADS)
+    if directory:  # (not set in a worker whose parent never read this file: nothing checks)
+        with open(Path(directory) / f"{os.getpid()}.txt", "a") as f:
+            f.write(" ".join(key) + "\n")
 
 
 def pytest_sessionfinish(session):
     """In the process that ran the session (not in a worker): fail the run if a page of an
     edition was loaded more than once in one theme."""
     if hasattr(session.config, "workerinput") or LOADS not in os.environ:
-        if _OWN:
-            shutil.rmtree(_OWN, ignore_errors=True)
         return
     directory = Path(os.environ[LOADS])
     loads = collections.Counter(
