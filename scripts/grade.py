@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
 import json
 import math
@@ -67,6 +68,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grade_wire
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +96,9 @@ COLUMNS = (
     "flags",
 )
 MAX_OUTPUT = 2_000_000  # characters of output kept per cell; a flood beyond it is dropped
+# One answer of the kernel: its arrays (grade_wire.MAX_ARRAY_BYTES) in base64, and the rest.
+MAX_ANSWER = 4 * grade_wire.MAX_ARRAY_BYTES // 3 + 4 * grade_wire.MAX_NODES * grade_wire.MAX_TEXT
+WATCHDOG_GRACE = 2.0  # seconds a check may run past its time limit in the grader's code
 # Run in the kernel before the submission's cells. Nothing a submission displays is kept
 # (grading reads answers, never outputs), so the kernel formats plain text only: no figure
 # is rendered to a PNG and no explorer renders its frames (helpers.widgets), which was a
@@ -104,6 +109,7 @@ MAX_NOTEBOOK_MB = 50  # a larger file is not read
 # The flags column: what an instructor should know about a row.
 UNSEALED = "unsealed"  # graded without isolation (--without-isolation)
 DUPLICATE_FLAG = "duplicate"  # the student submitted this chapter more than once
+OTHER_NAME_FLAG = "the file's name names"  # ... another student than its folder does
 MEMORY_FLAG = "peak memory measured in the submission's process"
 UNSEALED_WARNING = (
     "WARNING: these submissions were NOT sealed off (--without-isolation): their code ran "
@@ -170,15 +176,14 @@ def defined_functions(nb) -> dict[str, bool]:
     Read from the cells' source, never run: a cell that does not parse (a shell command,
     an unfinished edit) is skipped."""
     found: dict[str, bool] = {}
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code":
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
         try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            continue
+            tree = ast.parse(cell_source(cell))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # (an expression nested thousands deep exhausts the parser's stack)
         for node in tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 found[node.name] = _is_stub(node)
@@ -222,11 +227,21 @@ def chapter_titles(stems: list[str]) -> dict[str, str]:
     return titles
 
 
+def cell_source(cell) -> str:
+    """A cell's source as one string, whatever a submitted file holds there (a list of
+    lines, a string, or nothing)."""
+    source = cell.get("source", "") if isinstance(cell, dict) else ""
+    if isinstance(source, list):
+        return "".join(x for x in source if isinstance(x, str))
+    return source if isinstance(source, str) else ""
+
+
 def first_heading(nb) -> str:
     """The text of the first level-1 heading, without a section number ("1. ")."""
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            match = re.search(r"^# +(?:\d+\.\s+)?(.+?)\s*$", cell.source, re.M)
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if isinstance(cell, dict) and cell.get("cell_type") == "markdown":
+            match = re.search(r"^# +(?:\d+\.\s+)?(.+?)\s*$", cell_source(cell), re.M)
             if match:
                 return match.group(1)
     return ""
@@ -234,7 +249,8 @@ def first_heading(nb) -> str:
 
 def identify_chapter(nb, path: Path, stems: list[str], titles: dict[str, str]) -> str | None:
     """The chapter a submitted notebook belongs to (see the module docstring), or None."""
-    for value in nb.metadata.values():
+    metadata = nb.get("metadata", {}) if isinstance(nb, dict) else {}
+    for value in metadata.values() if isinstance(metadata, dict) else ():
         chapter = value.get("chapter") if isinstance(value, dict) else None
         if isinstance(chapter, str) and Path(chapter).stem in stems:
             return Path(chapter).stem
@@ -260,30 +276,49 @@ LMS_NAMES = (
 )
 
 
-def lms_name(path: Path, root: Path) -> str | None:
-    """The student named by an LMS export's file (or folder) name, if it is one."""
-    for part in [path.name, *(p.name for p in path.parents if p != root and root in p.parents)]:
-        for _, pattern in LMS_NAMES:
-            match = pattern.match(part)
-            if match:
-                return match.group("name")
+def shown(name: str) -> str:
+    """A file name as text that can be written anywhere: bytes that are not UTF-8 (a
+    Latin-1 name from a legacy zip, extracted as it is) become escapes such as \\xe9."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def lms_student(name: str) -> str | None:
+    """The student named by an LMS export's file or folder name, if it is one."""
+    for _, pattern in LMS_NAMES:
+        match = pattern.match(name)
+        if match:
+            return match.group("name")
     return None
 
 
-def student_name(path: Path, root: Path, chapter: str | None) -> str:
-    """The student a submission belongs to (see the module docstring)."""
-    from_lms = lms_name(path, root)
+def named_by_file(name: str, chapter: str | None) -> str:
+    """The student a file's own name gives: an LMS export's name, else the name without
+    Colab's "Copy of " and " (1)" and the chapter's file name ("" when nothing is left)."""
+    from_lms = lms_student(name)
     if from_lms:
-        return from_lms
-    stem = re.sub(r"^Copy of ", "", path.stem)
+        return shown(from_lms)
+    stem = re.sub(r"^Copy of ", "", Path(name).stem)
     stem = re.sub(r"\s*\(\d+\)$", "", stem)
     if chapter:
         stem = stem.replace(chapter, " ")
-    name = stem.strip(" _-.")
-    if name:
-        return name
-    parent = path.parent.relative_to(root)
-    return str(parent) if parent.parts else re.sub(r"^Copy of ", "", path.stem)
+    return shown(stem.strip(" _-."))
+
+
+def student_name(path: Path, root: Path, chapter: str | None) -> str:
+    """The student a submission belongs to (see the module docstring).
+
+    A file in a folder belongs to the folder's student, whatever the file is called: the
+    outermost folder that an LMS export names (Moodle's ``Full Name_123456_
+    assignsubmission_file_``), else the first folder under ``root``. A file directly in
+    ``root`` is named by its own name."""
+    folders = path.relative_to(root).parts[:-1]
+    if folders:
+        for folder in folders:
+            from_lms = lms_student(folder)
+            if from_lms:
+                return shown(from_lms)
+        return shown(folders[0])
+    return named_by_file(path.name, chapter) or shown(re.sub(r"^Copy of ", "", path.stem))
 
 
 # ---------------------------------------------------------------------------
@@ -314,9 +349,6 @@ def grade_notebook(
     functions in that kernel (scripts/grade_wire.py). Returns {"events": [str, ...],
     "results": [{label, check, function, status, message, memory}]}.
     """
-    import contextlib
-
-    import grade_wire
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
@@ -329,6 +361,7 @@ def grade_notebook(
     class Client(NotebookClient):
         timed_out: set
         budget: dict
+        answers: dict  # index of a grader's call cell -> whether its answer has come
 
         async def _async_handle_timeout(self, timeout, cell=None):
             key = id(cell)
@@ -337,15 +370,31 @@ def grade_notebook(
             self.timed_out.add(key)
             return await super()._async_handle_timeout(timeout, cell)
 
-        def output(self, outs, msg, display_id, cell_index):
-            # A cell's outputs are kept up to MAX_OUTPUT characters (a flood is dropped).
-            content = msg.get("content", {})
-            size = len(str(content.get("text", ""))) + len(str(content.get("data", "")))
+        def process_message(self, msg, cell, cell_index):
+            # Everything the kernel sends counts toward the cell's budget of MAX_OUTPUT
+            # characters, errors included; beyond it, outputs are dropped. The grader's
+            # own MIME type is kept only in the grader's call cells, once per call, and
+            # only up to MAX_ANSWER. Nothing is rendered: widget messages and display
+            # updates are ignored.
+            msg_type = msg.get("msg_type", "")
+            content = msg.get("content")
+            if msg_type == "status" or not isinstance(content, dict):
+                return super().process_message(msg, cell, cell_index)
+            if msg_type.startswith("comm") or msg_type in ("update_display_data", "clear_output"):
+                return None
+            size = _size(content)
             used = self.budget.get(cell_index, 0) + size
             self.budget[cell_index] = used
-            if used > MAX_OUTPUT and grade_wire.MIME not in content.get("data", {}):
+            data = content.get("data")
+            if isinstance(data, dict) and grade_wire.MIME in data:
+                if self.answers.get(cell_index, True) or size > MAX_ANSWER:
+                    return None  # not a call cell, its answer has come, or too large
+                self.answers[cell_index] = True
+            elif used > MAX_OUTPUT:
                 return None
-            return super().output(outs, msg, display_id, cell_index)
+            if content.get("transient"):  # no display ids: nothing is updated later
+                msg = {**msg, "content": {**content, "transient": {}}}
+            return super().process_message(msg, cell, cell_index)
 
     nb = nbformat.read(path, as_version=4)
     events: list[str] = []
@@ -383,6 +432,7 @@ def grade_notebook(
         )
         client.timed_out = set()
         client.budget = {}
+        client.answers = {}
 
         def run(cell, index: int, timeout: float) -> str:
             """Execute one cell; return "" or what went wrong with the kernel."""
@@ -444,6 +494,7 @@ def grade_notebook(
                 cell = nbformat.v4.new_code_cell(source)
                 nb.cells.append(cell)
                 index = len(nb.cells) - 1
+                client.answers[index] = False
                 try:
                     problem = run(cell, index, timeout)
                     if problem:
@@ -465,6 +516,7 @@ def grade_notebook(
                 finally:
                     nb.cells.pop()
                     client.budget.pop(index, None)
+                    client.answers.pop(index, None)
 
             remote = grade_wire.Remote(run_call, write_request)
             for label, check, function in items:
@@ -476,18 +528,26 @@ def grade_notebook(
                 current.update(function=function, check=check)
                 remote.deadline = time.monotonic() + cell_timeout
                 remote.measured_memory = False
+                remote.overdue = ""
                 try:
-                    found = remote.probe(function, cell_timeout)
-                    if not found["defined"]:
-                        missing = f"{function} is not defined: not attempted"
-                        result.update(status=NOT_ATTEMPTED, message=missing)
-                        continue
-                    stand_in = _stand_in(remote, function, found, cell_timeout)
-                    verdict = run_self_check(check, {function: stand_in}, function)
+                    with _watchdog(
+                        remote,
+                        cell_timeout + WATCHDOG_GRACE,
+                        f"time limit: {check} did not finish with {function} within "
+                        f"{cell_timeout:g} s (reading and judging its answers included)",
+                    ):
+                        found = remote.probe(function, cell_timeout)
+                        if not found["defined"]:
+                            missing = f"{function} is not defined: not attempted"
+                            result.update(status=NOT_ATTEMPTED, message=missing)
+                            continue
+                        stand_in = _stand_in(remote, function, found, cell_timeout)
+                        verdict = run_self_check(check, {function: stand_in}, function)
                 except grade_wire.GradingAborted as err:
                     if gone and str(err) == gone:
                         events.append(gone)
-                    result.update(status=ERROR, message=str(err))
+                    stopped = isinstance(err, grade_wire.SubmissionStopped)
+                    result.update(status=FAILED if stopped else ERROR, message=str(err))
                     continue
                 result["memory"] = remote.measured_memory
                 report = verdict.report
@@ -502,10 +562,46 @@ def grade_notebook(
     return {"events": events, "results": results}
 
 
+def _size(content: object) -> int:
+    """About how many characters a kernel message's content holds (every string, every
+    other value counted as 8), walked without recursion."""
+    total, stack = 0, [content]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            total += len(node)
+        elif isinstance(node, dict):
+            stack += node.keys()
+            stack += node.values()
+        elif isinstance(node, list):
+            stack += node
+        else:
+            total += 8
+    return total
+
+
+@contextlib.contextmanager
+def _watchdog(remote, seconds: float, message: str):
+    """Stop a self-check that runs longer than ``seconds`` in the grader's own process
+    (a huge answer to format, say): SIGALRM raises GradingAborted there; during a call
+    to the kernel, which has its own time limit, it leaves a note the call raises on."""
+
+    def expired(signum, frame):
+        remote.overdue = message
+        if not remote.in_call:
+            raise grade_wire.GradingAborted(message)
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _stand_in(remote, function: str, found: dict, timeout: float) -> object:
     """What the check is given in place of the student's object named ``function``."""
-    import grade_wire
-
     type_name = found.get("type")
     if not isinstance(type_name, str) or not grade_wire._IDENTIFIER.fullmatch(type_name):
         type_name = "object"
@@ -568,50 +664,87 @@ class Submission:
     rows: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     notebook: bool = True
+    shown: str = ""  # the path under the submissions folder, as text (see shown())
+    claimed: str = ""  # the student the file's own name gives, when a folder names another
+    skipped: bool = False  # a copy Jupyter or the system makes (.ipynb_checkpoints, ...)
+
+
+# Made by Jupyter or the operating system, not by a student: listed in the summary only.
+SYSTEM_FOLDERS = {".ipynb_checkpoints", "__MACOSX", ".git", "__pycache__"}
+SYSTEM_FILES = {".DS_Store", "Thumbs.db", "desktop.ini"}
+
+
+def _is_system_copy(relative: Path) -> bool:
+    parts = relative.parts
+    name = parts[-1]
+    return (
+        any(part in SYSTEM_FOLDERS for part in parts[:-1])
+        or name in SYSTEM_FILES
+        or name.startswith("._")  # macOS's AppleDouble files in a zip
+    )
 
 
 def find_submissions(root: Path, chapters: dict[str, list[dict]]) -> list[Submission]:
     """Every file under ``root``: notebooks to grade, and the other files (listed, not
-    graded), grouped by student."""
-    import nbformat
-
+    graded), grouped by student. Nothing a file holds or is called stops the run: a file
+    that cannot be read or understood is a Submission with its ``problem``."""
     stems = list(chapters)
     titles = chapter_titles(stems)
     found = []
     for path in sorted(p for p in root.rglob("*") if p.is_file() or p.is_symlink()):
-        relative = path.relative_to(root)
-        if any(part.startswith(".") for part in relative.parts):
-            continue  # .ipynb_checkpoints, .DS_Store, ...
-        if path.suffix != ".ipynb" or path.is_symlink():
-            why = "a link, not a notebook" if path.is_symlink() else "not a notebook"
-            # In a student's folder, the folder names the student; else the file name.
-            who = lms_name(path, root) or (
-                str(relative.parent) if relative.parent.parts else student_name(path, root, None)
-            )
-            found.append(Submission(path, who, None, f"{why}: not graded"))
-            found[-1].notebook = False
-            continue
-        if path.stat().st_size > MAX_NOTEBOOK_MB * 2**20:
-            problem = f"the notebook is larger than {MAX_NOTEBOOK_MB} MB: not graded"
-            found.append(Submission(path, student_name(path, root, None), None, problem))
-            continue
+        try:
+            submission = _submission(path, root, stems, titles)
+        except Exception as err:  # whatever the file is, it gets a row saying why
+            submission = Submission(path, "?", None, f"the grader could not read it: {_why(err)}")
+            submission.shown = shown(str(path.relative_to(root)))
+            try:
+                submission.student = student_name(path, root, None)
+            except Exception:
+                pass
+        found.append(submission)
+    found.sort(key=lambda s: (s.student.lower(), s.student, s.chapter or "", s.shown))
+    return found
+
+
+def _submission(path: Path, root: Path, stems: list[str], titles: dict[str, str]) -> Submission:
+    import nbformat
+
+    relative = path.relative_to(root)
+    if _is_system_copy(relative):
+        skipped = Submission(path, "", None, "a copy Jupyter or the system makes: not graded")
+        skipped.notebook, skipped.skipped, skipped.shown = False, True, shown(str(relative))
+        return skipped
+    if path.suffix != ".ipynb" or path.is_symlink():
+        why = "a link, not a notebook" if path.is_symlink() else "not a notebook"
+        other = Submission(path, student_name(path, root, None), None, f"{why}: not graded")
+        other.notebook, other.shown = False, shown(str(relative))
+        return other
+    if path.stat().st_size > MAX_NOTEBOOK_MB * 2**20:
+        problem = f"the notebook is larger than {MAX_NOTEBOOK_MB} MB: not graded"
+        chapter, nb = None, None
+    else:
         try:
             nb = nbformat.read(path, as_version=4)
+            chapter, problem = identify_chapter(nb, path, stems, titles), ""
         except Exception as err:  # not a notebook at all
-            student = student_name(path, root, None)
-            message = _first(str(err))
-            found.append(Submission(path, student, None, f"cannot read the notebook: {message}"))
-            continue
-        chapter = identify_chapter(nb, path, stems, titles)
-        submission = Submission(path, student_name(path, root, chapter), chapter)
-        if chapter is None:
-            submission.problem = (
-                "cannot tell which chapter this is: name the file after the chapter, "
-                f"e.g. alice_{stems[0]}.ipynb"
-            )
-        found.append(submission)
-    found.sort(key=lambda s: (s.student.lower(), s.student, s.chapter or "", str(s.path)))
-    return found
+            chapter, nb = None, None
+            problem = f"cannot read the notebook: {_first(str(err)) or type(err).__name__}"
+    submission = Submission(path, student_name(path, root, chapter), chapter, problem)
+    submission.shown = shown(str(relative))
+    if len(relative.parts) > 1:
+        submission.claimed = named_by_file(path.name, chapter)
+    if nb is not None and chapter is None:
+        submission.problem = (
+            "cannot tell which chapter this is: name the file after the chapter, "
+            f"e.g. alice_{stems[0]}.ipynb"
+        )
+    return submission
+
+
+def _why(err: BaseException) -> str:
+    """An exception in one line, its type first."""
+    text = _first(str(err))
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _first(text: str, limit: int = 200) -> str:
@@ -657,13 +790,32 @@ def _remove_leftover_cgroups(worker_pid: int) -> None:
 
 
 def grade_submission(submission: Submission, root: Path, chapters, limits, sealed) -> Submission:
-    """Grade one submission in a worker process; fill submission.rows."""
-    base = {
+    """Grade one submission in a worker process; fill submission.rows. Never raises: an
+    exception while handling this submission is its own "error" row, and the run goes on."""
+    try:
+        return _grade_submission(submission, root, chapters, limits, sealed)
+    except Exception as err:
+        submission.rows = [
+            {**_base(submission, sealed), "exercise": NOTEBOOK_ROW, "check": "", "function": ""}
+            | {"status": ERROR, "message": f"the grader failed on this notebook: {_why(err)}"}
+        ]
+        return submission
+
+
+def _base(submission: Submission, sealed: bool) -> dict:
+    """The columns every row of a submission shares."""
+    return {
         "student": submission.student,
         "chapter": submission.chapter or "",
-        "notebook": str(submission.path.relative_to(root)),
+        "notebook": submission.shown or shown(submission.path.name),
         "flags": "" if sealed else UNSEALED,
     }
+
+
+def _grade_submission(submission: Submission, root: Path, chapters, limits, sealed) -> Submission:
+    base = _base(submission, sealed)
+    if submission.skipped:
+        return submission
     if submission.problem:
         exercise = NOTEBOOK_ROW if submission.notebook else FILE_ROW
         submission.rows = [
@@ -752,9 +904,10 @@ def grade_submission(submission: Submission, root: Path, chapters, limits, seale
 def read_notebook(path: Path) -> dict:
     """The submission's JSON, for reading its source only ({} if it cannot be read)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return {}
+    return nb if isinstance(nb, dict) else {}
 
 
 def in_book_order(checked: list[dict], by_hand: list[dict], exercises: list[dict]) -> list[dict]:
@@ -779,11 +932,31 @@ def flag_duplicates(submissions: list[Submission]) -> list[list[Submission]]:
     duplicates = [g for g in groups.values() if len(g) > 1]
     for group in duplicates:
         for s in group:
-            others = ", ".join(str(o.path.name) for o in group if o is not s)
+            others = ", ".join(_file(o) for o in group if o is not s)
             flag = f"{DUPLICATE_FLAG} (also {others})"
             for row in s.rows:
                 row["flags"] = _join_flags(row["flags"], flag)
     return duplicates
+
+
+def _file(s: Submission) -> str:
+    return Path(s.shown).name if s.shown else shown(s.path.name)
+
+
+def flag_other_names(submissions: list[Submission]) -> list[Submission]:
+    """Flag the rows of a file whose own name names someone other than the folder it is
+    in (which names the student it is graded as): another student of the class, or a
+    person an LMS export's name gives. Return those submissions."""
+    students = {s.student for s in submissions if s.notebook}
+    flagged = []
+    for s in submissions:
+        if not s.claimed or s.claimed == s.student or s.skipped:
+            continue
+        if s.claimed in students or lms_student(s.path.name):
+            flagged.append(s)
+            for row in s.rows:
+                row["flags"] = _join_flags(row["flags"], f"{OTHER_NAME_FLAG} {s.claimed}")
+    return flagged
 
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
@@ -795,20 +968,27 @@ def spreadsheet_safe(value: str) -> str:
     return "'" + value if value.startswith(_FORMULA) else value
 
 
+def text(value: object) -> str:
+    """A value as text that UTF-8 can encode (an undecodable byte of a file name, kept as
+    a lone surrogate by Python, becomes an escape such as \\udce9)."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def write_csv(rows: list[dict], out: Path) -> None:
-    with out.open("w", newline="") as f:
+    with out.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: spreadsheet_safe(str(row.get(k, ""))) for k in COLUMNS})
+            writer.writerow({k: spreadsheet_safe(text(row.get(k, ""))) for k in COLUMNS})
 
 
-def summary(submissions: list[Submission], sealed: bool, duplicates) -> str:
+def summary(submissions: list[Submission], sealed: bool, duplicates, named=()) -> str:
     """One line per submission: counts of each status, and what went wrong in the notebook."""
     head = ("student", "chapter", *STATUSES, "seconds")
     table = [head]
     notes = []
-    others = [s for s in submissions if not s.notebook]
+    others = [s for s in submissions if not s.notebook and not s.skipped]
+    skipped = [s for s in submissions if s.skipped]
     for s in submissions:
         if not s.notebook:
             continue
@@ -822,7 +1002,11 @@ def summary(submissions: list[Submission], sealed: bool, duplicates) -> str:
                 f"{s.seconds:.0f}",
             )
         )
-        notes += [f"  {s.student}: {r['message']}" for r in s.rows if r["exercise"] == NOTEBOOK_ROW]
+        notes += [
+            f"  {s.student} ({_file(s)}): {r['message']}"
+            for r in s.rows
+            if r["exercise"] == NOTEBOOK_ROW
+        ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -833,12 +1017,18 @@ def summary(submissions: list[Submission], sealed: bool, duplicates) -> str:
     if duplicates:
         lines += ["", "Students with more than one submission of a chapter (all graded, flagged):"]
         lines += [
-            f"  {g[0].student}, {g[0].chapter}: " + ", ".join(str(s.path.name) for s in g)
+            f"  {g[0].student}, {g[0].chapter}: " + ", ".join(s.shown for s in g)
             for g in duplicates
         ]
+    if named:
+        lines += ["", "Files named for another student than their folder (graded as the folder's):"]
+        lines += [f"  {s.shown}: graded as {s.student}" for s in named]
     if others:
         lines += ["", "Files that are not notebooks (not graded):"]
-        lines += [f"  {s.path.name}" for s in others]
+        lines += [f"  {s.shown}" for s in others]
+    if skipped:
+        lines += ["", f"Copies made by Jupyter or the system, not graded ({len(skipped)}):"]
+        lines += [f"  {s.shown}" for s in skipped[:5]] + (["  ..."] if len(skipped) > 5 else [])
     if not sealed:
         lines += ["", UNSEALED_WARNING]
     return "\n".join(lines)
@@ -918,12 +1108,13 @@ def main(argv: list[str] | None = None) -> int:
         done = pool.map(lambda s: grade_submission(s, root, chapters, limits, sealed), submissions)
         for s in done:
             if s.notebook:
-                print(f"  {s.student} ({s.path.name}): graded in {s.seconds:.0f} s", flush=True)
+                print(f"  {s.student} ({_file(s)}): graded in {s.seconds:.0f} s", flush=True)
     duplicates = flag_duplicates(submissions)
+    named = flag_other_names(submissions)
     rows = [row for s in submissions for row in s.rows]
     write_csv(rows, args.out)
     print()
-    print(summary(submissions, sealed, duplicates))
+    print(text(summary(submissions, sealed, duplicates, named)))
     print(f"\n{len(rows)} rows written to {args.out} in {time.monotonic() - start:.0f} s")
     return 0
 
