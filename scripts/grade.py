@@ -21,14 +21,19 @@ Which chapter: the notebook's metadata (the student and Colab editions record it
 chapter's file name inside the submission's file name (``01_softmax``), else the chapter
 title in the first heading.
 
-Which student: the file name, without Colab's "Copy of " and " (1)", the chapter's file
-name and the separators around it: ``alice.ipynb``, ``alice_01_softmax.ipynb`` and
-``01_softmax-alice.ipynb`` are alice's. A file named only like the chapter
-(``01_softmax.ipynb``, ``Copy of 01_softmax.ipynb``) is named by its folder:
-``alice/01_softmax.ipynb`` is alice's. The exports of learning-management systems come
-first (LMS_NAMES): Canvas ``lastfirst_12345_67890_...``, Moodle
-``Full Name_123456_assignsubmission_file_...`` (a file or a folder), Blackboard
-``Assignment_username_attempt_2024-01-31-12-00-00_...``.
+Which student: a file in a folder is the folder's student, whatever the file is called
+(a name chosen inside a student's folder never makes it another student's): the outermost
+folder an LMS export names (Moodle ``Full Name_123456_assignsubmission_file_/``), else the
+first folder under SUBMISSIONS_DIR. A file directly in SUBMISSIONS_DIR is named by its
+name: an LMS export's (LMS_NAMES: Canvas ``lastfirst_12345_67890_...``, Moodle
+``Full Name_123456_assignsubmission_file_...``, Blackboard
+``Assignment_username_attempt_2024-01-31-12-00-00_...``), else the name without Colab's
+"Copy of " and " (1)", the chapter's file name and the separators around it:
+``alice.ipynb``, ``alice_01_softmax.ipynb`` and ``01_softmax-alice.ipynb`` are alice's. A
+file in a folder whose own name names another student of the class is flagged.
+
+No file stops the run: each is graded or gets a row saying why not, an exception while
+handling one is its own "error" row, and names that are not UTF-8 are written escaped.
 
 The CSV has one row per submission and graded exercise (and self-check, where an exercise
 has two), grouped by student: student, chapter, exercise, check, function, status,
@@ -465,8 +470,11 @@ def grade_notebook(
                     )
                     break
                 timeout = min(cell_timeout, remaining)
-                problem = run(cell, index, timeout)
                 name = _cell_name(index, cell)
+                if _too_deep(cell.source):  # the kernel would wait for it forever
+                    events.append(f"{name} was not run: its code is nested too deeply to compile")
+                    continue
+                problem = run(cell, index, timeout)
                 if problem:
                     gone = (
                         f"the kernel did not stop when interrupted in {name}"
@@ -512,6 +520,12 @@ def grade_notebook(
                         if o.get("output_type") == "display_data"
                         and grade_wire.MIME in o.get("data", {})
                     ]
+                    raised = [o.get("ename") for o in cell.get("outputs", [])]
+                    if not answers and "MemoryError" in raised:  # sending the answer
+                        return {
+                            "problem": f"memory limit: the answer of {function} did not fit "
+                            f"in {limit_text}"
+                        }
                     return {"answers": answers[:1]}
                 finally:
                     nb.cells.pop()
@@ -560,6 +574,18 @@ def grade_notebook(
                 else:
                     result.update(status=verdict.status, message=verdict.message)
     return {"events": events, "results": results}
+
+
+def _too_deep(source: str) -> bool:
+    """Whether Python's compiler gives up on this code for its depth (3000 ``.a`` or
+    ``+ 1`` in a row): ipykernel then never answers the cell, so it is not sent."""
+    try:
+        ast.parse(source)
+    except (RecursionError, MemoryError):
+        return True
+    except (SyntaxError, ValueError):
+        pass  # IPython's own syntax (magics, !shell), or a mistake the kernel reports
+    return False
 
 
 def _size(content: object) -> int:
@@ -774,8 +800,8 @@ def _remove_leftover_cgroups(worker_pid: int) -> None:
     from grade_sandbox import Isolation
 
     isolation = Isolation.detect()
-    for base in (isolation.memory_cgroup, isolation.pids_cgroup):
-        for cg in base.glob(f"grade-{worker_pid}-*") if base else ():
+    for base in isolation.cgroups:
+        for cg in base.glob(f"grade-{worker_pid}-*"):
             for pid in (cg / "cgroup.procs").read_text().split():
                 try:
                     os.kill(int(pid), signal.SIGKILL)
@@ -1088,6 +1114,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if sealed:
+        from grade_sandbox import sealed_python_problem
+
+        problem = sealed_python_problem(isolation)
+        if problem:
+            print(f"Cannot grade: {problem}.", file=sys.stderr)
+            return 2
     root = args.submissions.resolve()
     out = args.out.resolve()
     chapters = load_exercises()

@@ -30,7 +30,6 @@ that a sealed Python imports the grader's own ``helpers``.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import platform
@@ -48,6 +47,7 @@ from pathlib import Path
 import grade_seccomp
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+REPOSITORY = Path(__file__).resolve().parent.parent
 # Sandbox users: UID_BASE + a random offset below UID_RANGE, never one in /etc/passwd. The
 # tests give a run a range of its own (GRADE_UID_BASE) to tell its processes from others'.
 UID_BASE = int(os.environ.get("GRADE_UID_BASE", "3100000"))
@@ -236,9 +236,7 @@ class Sandbox:
         }
         venv = Path(sys.prefix)
         base = Path(sys.base_prefix).resolve()
-        import helpers
-
-        package = Path(helpers.__file__).resolve().parent
+        package = _helpers_package()
         bwrap = [
             shutil.which("bwrap") or "bwrap",
             "--unshare-pid",
@@ -429,7 +427,23 @@ class Sandbox:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-KEYCTL_GET_PERSISTENT, KEYCTL_INVALIDATE, KEY_SPEC_THREAD_KEYRING = 22, 21, -1
+# Run as the sandbox's user id: clear and invalidate its user and user-session keyrings
+# (kept in the kernel's register of user keyrings) with whatever they hold.
+CLEAR_KEYS = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+number = int(sys.argv[1])
+def keyctl(*args):
+    return libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
+# KEYCTL_GET_KEYRING_ID of the user and user-session keyrings, both looked up first (a
+# lookup makes whichever is missing). (Not the persistent keyring: asking for it makes
+# one, and the filter stops a submission from asking.)
+rings = [keyctl(0, -4, 0), keyctl(0, -5, 0)]
+for ring in rings:
+    if ring > 0:
+        keyctl(7, ring)  # KEYCTL_CLEAR
+        keyctl(21, ring)  # KEYCTL_INVALIDATE
+"""
 
 
 def key_users() -> set[int]:
@@ -441,38 +455,39 @@ def key_users() -> set[int]:
     return {int(line.split(":")[0]) for line in lines if line.split(":")[0].strip().isdigit()}
 
 
-def remove_keys(uid: int) -> None:
-    """Remove what the kernel keyring holds for ``uid`` (its persistent keyring, which
-    would outlive it by days). The seccomp filter stops a submission from making keys;
-    this is the second line. Raises if keys of ``uid`` are still counted afterwards."""
+def remove_keys(uid: int) -> bool:
+    """Remove what the kernel keyring holds for ``uid``; return whether nothing is left.
+    The seccomp filter stops a submission from making keys; this is the second line."""
     if uid not in key_users():
-        return
-    machine = platform.machine()
-    number = grade_seccomp.DENIED.get(machine, {}).get("keyctl")
-    libc = ctypes.CDLL(None, use_errno=True)
+        return True
+    number = grade_seccomp.DENIED.get(platform.machine(), {}).get("keyctl")
     if number is not None:
-        args = (KEYCTL_GET_PERSISTENT, uid, KEY_SPEC_THREAD_KEYRING)
-        keyring = libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
-        if keyring > 0:
-            libc.syscall(
-                ctypes.c_long(number), ctypes.c_long(KEYCTL_INVALIDATE), ctypes.c_long(keyring)
-            )
+        setpriv = shutil.which("setpriv") or "setpriv"
+        as_uid = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        subprocess.run(
+            [*as_uid, sys.executable, "-I", "-S", "-c", CLEAR_KEYS, str(number)],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
     for _ in range(50):  # the kernel frees invalidated keys in the background
         if uid not in key_users():
-            return
+            return True
         time.sleep(0.1)
-    raise RuntimeError(f"keys of the sandbox's user id {uid} are still in the kernel keyring")
+    return False
 
 
 def sealed_python_problem(isolation: Isolation, timeout: float = 120) -> str:
     """ "" when a sealed Python imports the grader's own ``helpers`` (and the kernel's
     packages), else what is wrong and how to fix it. The sandbox clears the environment,
     so a ``helpers`` found only through PYTHONPATH is not the kernel's."""
-    import helpers
-
-    expected = str(Path(helpers.__file__).resolve())
+    expected = str(_helpers_package() / "__init__.py")
+    # Found, not imported (importing helpers takes seconds): where the kernel's would be.
     probe = (
-        "import ipykernel, numpy, helpers, pathlib; print(pathlib.Path(helpers.__file__).resolve())"
+        "import importlib.util as u, pathlib; "
+        "assert u.find_spec('ipykernel') and u.find_spec('numpy'), 'no ipykernel or numpy'; "
+        "s = u.find_spec('helpers'); "
+        "print(pathlib.Path(s.origin).resolve() if s else 'no module named helpers')"
     )
     with tempfile.TemporaryDirectory(prefix="grade-probe-") as tmp:
         notebook = Path(tmp) / "probe.ipynb"
@@ -493,13 +508,28 @@ def sealed_python_problem(isolation: Isolation, timeout: float = 120) -> str:
     if done.returncode == 0 and found == expected:
         return ""
     error = [line for line in done.stderr.splitlines() if line.strip()][-1:]
-    why = error[0] if error else f"it imports helpers from {found}, not from {expected}"
+    if error:
+        why = error[0]
+    elif found.startswith("no module"):
+        why = "it finds no module named helpers"
+    else:
+        why = f"it finds {found}, not {expected}"
     return (
         f"the sealed kernel cannot use this grader's helpers ({why}). The sandbox clears the "
         f"environment (PYTHONPATH too), so helpers must be installed in the Python that "
-        f"runs the grader, {sys.executable}: run `make book` in the repository, or "
-        f"`{sys.executable} -m pip install -e {Path(helpers.__file__).resolve().parent.parent}`"
+        f"runs the grader, {sys.executable}: run `make book` in {REPOSITORY} (it installs "
+        f"helpers into its .venv), or `{sys.executable} -m pip install -e {REPOSITORY}`"
     )
+
+
+def _helpers_package() -> Path:
+    """The folder of the grader's own ``helpers`` (found, not imported: that takes seconds)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("helpers")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the grader cannot find the helpers package")
+    return Path(spec.origin).resolve().parent
 
 
 def _cgroup_pids(cgroups: list[Path]) -> list[int]:
