@@ -19,11 +19,13 @@ import csv
 import ctypes
 import os
 import platform
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import nbformat
@@ -35,7 +37,7 @@ from tests.test_grade import RIGHT, SETUP, chapter_one, notebook
 sys.path.insert(0, str(ROOT / "scripts"))
 import grade
 import grade_seccomp
-from grade_sandbox import UID_RANGE, Isolation, key_users
+from grade_sandbox import CFS_PERIOD_US, CPU_CORES, UID_RANGE, Isolation, key_users
 
 ISOLATION = Isolation.detect()
 pytestmark = pytest.mark.skipif(
@@ -212,6 +214,39 @@ def in_a_session_keyring_with_a_key() -> None:
     )
 
 
+class CpuWatch(threading.Thread):
+    """Watches the cpu cgroups of this run's sandboxes while the class is graded: their
+    quota, and how often the kernel throttled them (the canary measures the effect, which
+    a machine busy with other work can hide; this sees the bound itself)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.seen: dict[str, tuple[int, int]] = {}  # cgroup -> (quota, most throttled)
+        self.stop = threading.Event()
+
+    def ours(self, cgroup: Path) -> bool:
+        for pid in (cgroup / "cgroup.procs").read_text().split():
+            status = Path(f"/proc/{pid}/status").read_text()
+            uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
+            if UID_BASE <= uid < UID_BASE + UID_RANGE:
+                return True
+        return False
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            for cgroup in (ISOLATION.cpu_cgroup or Path("/nonexistent")).glob("grade-*"):
+                try:
+                    if cgroup.name not in self.seen and not self.ours(cgroup):
+                        continue
+                    quota = int((cgroup / "cpu.cfs_quota_us").read_text())
+                    stat = (cgroup / "cpu.stat").read_text()
+                    throttled = int(re.search(r"nr_throttled (\d+)", stat).group(1))
+                except (OSError, AttributeError, ValueError):
+                    continue
+                _, most = self.seen.get(cgroup.name, (quota, 0))
+                self.seen[cgroup.name] = (quota, max(most, throttled))
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("attacks")
@@ -221,6 +256,8 @@ def graded(tmp_path_factory):
     out = tmp / "class.csv"
     command = [sys.executable, str(ROOT / "scripts" / "grade.py"), str(folder), "--out", str(out)]
     limits = ["--cell-timeout", "20", "--total-timeout", "120", "--memory-mb", "1024"]
+    watch = CpuWatch()
+    watch.start()
     done = subprocess.run(
         [*command, *limits, "--jobs", "2"],
         capture_output=True,
@@ -230,6 +267,8 @@ def graded(tmp_path_factory):
         env={**os.environ, "GRADE_UID_BASE": str(UID_BASE)},
         preexec_fn=in_a_session_keyring_with_a_key,
     )
+    watch.stop.set()
+    watch.join()
     print(done.stdout, done.stderr)
     assert done.returncode == 0, done.stdout + done.stderr
     with out.open(encoding="utf-8") as f:
@@ -237,7 +276,7 @@ def graded(tmp_path_factory):
     by_student: dict[str, list[dict]] = {}
     for row in rows:
         by_student.setdefault(row["student"], []).append(row)
-    return by_student, done.stdout
+    return by_student, done.stdout, watch.seen
 
 
 def statuses(rows: list[dict]) -> dict[str, str]:
@@ -245,30 +284,34 @@ def statuses(rows: list[dict]) -> dict[str, str]:
 
 
 def test_honest_students_are_graded_beside_the_attacks(graded):
-    by_student, _ = graded
+    by_student, *_ = graded
     for student in ("bob", "dots", "Jos\\xe9"):
         assert set(statuses(by_student[student]).values()) == {"passed"}, student
         assert not [r for r in by_student[student] if r["flags"]], student
 
 
 def test_the_kernel_keyring_is_closed_and_nothing_is_left_in_it(graded):
-    by_student, _ = graded
+    by_student, *_ = graded
     assert statuses(by_student["a_sealed"])["my_softmax_jacobian"] == "passed"
     assert not {uid for uid in key_users() if UID_BASE <= uid < UID_BASE + UID_RANGE}
 
 
 def test_nothing_is_written_to_the_hosts_disk(graded):
-    by_student, _ = graded
+    by_student, *_ = graded
     assert statuses(by_student["a_sealed"])["my_log_softmax_backward"] == "passed"
 
 
 def test_a_submission_gets_at_most_one_core(graded):
-    by_student, _ = graded
+    by_student, _, cgroups = graded
     assert statuses(by_student["a_sealed"])["my_entropy"] == "passed"
+    assert cgroups, "no cpu cgroup of this run's sandboxes was seen"
+    one_core = CPU_CORES * CFS_PERIOD_US
+    assert CPU_CORES == 1 and {quota for quota, _ in cgroups.values()} == {one_core}
+    assert max(throttled for _, throttled in cgroups.values()) > 0  # the attacker's
 
 
 def test_words_the_submission_chose_are_marked_as_its_own(graded):
-    by_student, _ = graded
+    by_student, *_ = graded
     (row,) = [r for r in by_student["a_sealed"] if r["function"] == "my_softmax"]
     assert row["status"] == "failed"
     assert row["message"] == (
@@ -280,7 +323,7 @@ def test_words_the_submission_chose_are_marked_as_its_own(graded):
 
 
 def test_a_huge_answer_is_stopped_by_the_time_limit_and_the_rest_graded(graded):
-    by_student, _ = graded
+    by_student, *_ = graded
     rows = {r["function"]: r for r in by_student["huge"] if r["check"]}
     huge = rows.pop("my_softmax")
     if huge["status"] != "failed":  # (failed: the check formats only what it shows)
@@ -291,12 +334,12 @@ def test_a_huge_answer_is_stopped_by_the_time_limit_and_the_rest_graded(graded):
 
 
 def test_a_flood_of_the_graders_own_outputs_does_not_bring_its_worker_down(graded):
-    by_student, _ = graded
+    by_student, *_ = graded
     assert set(statuses(by_student["flood"]).values()) == {"passed"}
 
 
 def test_no_file_costs_the_class_its_csv(graded):
-    by_student, printed = graded
+    by_student, printed, _ = graded
     deep = by_student["deep"]
     assert set(statuses(deep).values()) == {"passed"}
     (note,) = [r for r in deep if r["exercise"] == grade.NOTEBOOK_ROW]
@@ -313,7 +356,7 @@ def test_no_file_costs_the_class_its_csv(graded):
 
 
 def test_the_folder_names_the_student_and_an_impostor_is_flagged(graded):
-    by_student, printed = graded
+    by_student, printed, _ = graded
     mallory = by_student["Mallory Smith"]
     assert set(statuses(mallory).values()) == {"passed"}
     assert {r["flags"] for r in mallory} == {"the file's name names Alice Jones"}
