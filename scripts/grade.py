@@ -69,7 +69,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +99,13 @@ COLUMNS = (
     "message",
     "notebook",
     "flags",
+    "points",
+    "max_points",
 )
+# Points of a part (a self-check, a written answer, a function no check grades) unless
+# book/exercises.yml gives the exercise ``points: {written: 3, my_softmax: 2, ...}`` (a
+# key is "written", a function or a check): by the exercise's difficulty.
+DEFAULT_POINTS = {"warm-up": 1, "core": 2, "challenge": 3}
 MAX_OUTPUT = 2_000_000  # characters of output kept per cell; a flood beyond it is dropped
 # One answer of the kernel: its arrays (grade_wire.MAX_ARRAY_BYTES) in base64, and the rest.
 MAX_ANSWER = 4 * grade_wire.MAX_ARRAY_BYTES // 3 + 4 * grade_wire.MAX_NODES * grade_wire.MAX_TEXT
@@ -149,19 +155,72 @@ def student_edition_exercises(stem: str) -> dict[str, dict]:
     return metadata.get("student_edition", {}).get("exercises", {})
 
 
+def student_edition_answers(stem: str) -> dict[str, str]:
+    """Exercise label -> the starting text of its answer cell ("✏️ Your answer to Exercise
+    1.2 ... Write your answer here."), from the repository's own student notebook: the
+    exercises with a written part (a proof, a derivation, a prediction)."""
+    path = STUDENT_EDITION / f"{stem}.ipynb"
+    if not path.exists():
+        return {}
+    answers = {}
+    for cell in json.loads(path.read_text()).get("cells", []):
+        role = cell.get("metadata", {}).get("student_edition", {})
+        if role.get("role") == "answer":
+            answers[role["exercise"]] = cell_source(cell)
+    return answers
+
+
 def hand_items(stem: str, exercises: list[dict]) -> list[tuple[str, str, str]]:
     """(exercise label, "", function) for what no self-check grades, in the book's order:
-    each starting function of an exercise that no check is called on, and each exercise
-    with neither a check nor such a function (function "")."""
+    each exercise's written part (function ""; every exercise with an answer cell, and
+    every exercise with neither a check nor a function), then each starting function of
+    an exercise that no check is called on."""
     listed = student_edition_exercises(stem)
+    written = student_edition_answers(stem)
     items = []
     for e in exercises:
         checked = {c["function"] for c in e["checks"]}
         functions = [f for f in listed.get(e["label"], {}).get("functions", []) if f not in checked]
-        items += [(e["label"], "", f) for f in functions]
-        if not e["checks"] and not functions:
+        if e["label"] in written or (not e["checks"] and not functions):
             items.append((e["label"], "", ""))
+        items += [(e["label"], "", f) for f in functions]
     return items
+
+
+def written_answer(nb, label: str, start: str) -> str | None:
+    """What a submission wrote in the answer cell of exercise ``label`` (and in markdown
+    cells the student added right after it), without the starting text; None when the
+    notebook has no answer cell for it."""
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    cells = cells if isinstance(cells, list) else []
+    prompt = {line.strip() for line in start.splitlines()}
+    found, parts, inside = False, [], False
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
+        metadata = cell.get("metadata")
+        role = metadata.get("student_edition") if isinstance(metadata, dict) else None
+        if isinstance(role, dict):
+            inside = role.get("role") == "answer" and role.get("exercise") == label
+            found = found or inside
+        elif cell.get("cell_type") != "markdown" or cell_source(cell).lstrip().startswith("#"):
+            inside = False  # a code cell or a heading ends what the student added
+        if inside and cell.get("cell_type") == "markdown":
+            lines = [x for x in cell_source(cell).splitlines() if x.strip() not in prompt]
+            parts.append("\n".join(re.sub(r"^\s*>\s?", "", x) for x in lines).strip())
+    return "\n\n".join(p for p in parts if p) if found else None
+
+
+def function_source(nb, function: str) -> str:
+    """The source of the cell that last defines ``function`` at its top level ("" if none)."""
+    source = ""
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            text = cell_source(cell)
+            if re.search(rf"^(async\s+)?def\s+{re.escape(function)}\s*\(", text, re.M):
+                source = text
+    return source
 
 
 def _is_stub(node: ast.FunctionDef) -> bool:
@@ -199,22 +258,36 @@ def hand_rows(stem: str, exercises: list[dict], nb) -> list[dict]:
     """The rows of what an instructor reads: "manual", or "not attempted" for a listed
     function that is undefined or still its starting cell."""
     listed = student_edition_exercises(stem)
+    written = student_edition_answers(stem)
     defined = defined_functions(nb)
     rows = []
     for label, _, function in hand_items(stem, exercises):
         number = listed.get(label, {}).get("number", label)
-        if not function:
+        answer = ""
+        if not function and label not in written:  # no answer cell: the whole notebook
             status, message = MANUAL, f"graded by hand: read the answer to Exercise {number}"
+        elif not function:
+            text = written_answer(nb, label, written[label])
+            if not text:
+                status = NOT_ATTEMPTED
+                message = (
+                    f"the answer to Exercise {number} is still its starting cell: not attempted"
+                    if text is not None
+                    else f"no answer cell for Exercise {number}: not attempted"
+                )
+            else:
+                status, answer = MANUAL, text
+                message = f"graded by hand: a written answer of {len(text)} characters"
         elif function not in defined:
             status, message = NOT_ATTEMPTED, f"{function} is not defined: not attempted"
         elif defined[function]:
             status = NOT_ATTEMPTED
             message = f"{function} raises NotImplementedError: not attempted yet"
         else:
-            status = MANUAL
+            status, answer = MANUAL, function_source(nb, function)
             message = f"graded by hand: {function} of Exercise {number} has no self-check"
         rows.append({"exercise": label, "check": "", "function": function})
-        rows[-1] |= {"status": status, "message": message}
+        rows[-1] |= {"status": status, "message": message, "answer": answer}
     return rows
 
 
@@ -919,12 +992,42 @@ def _grade_submission(submission: Submission, root: Path, chapters, limits, seal
         ],
         chapters[submission.chapter],
     )
+    for row in submission.rows:
+        row.update(points_of(row, chapters[submission.chapter]))
     if outcome["events"]:
         submission.rows.append(
             {**base, "exercise": NOTEBOOK_ROW, "check": "", "function": "", "status": ERROR}
             | {"message": "; ".join(outcome["events"])}
         )
     return submission
+
+
+def max_points(exercise: dict, check: str, function: str) -> float:
+    """The points of one part of an exercise (see DEFAULT_POINTS)."""
+    given = exercise.get("points") or {}
+    default = DEFAULT_POINTS.get(exercise.get("difficulty", ""), 1)
+    if not function:
+        return given.get("written", default)
+    return given.get(check, given.get(function, default)) if check else given.get(function, default)
+
+
+def points_of(row: dict, exercises: list[dict]) -> dict:
+    """A row's points: all of them when passed, none when failed, not attempted or stopped
+    by a limit, blank ("to mark") when manual."""
+    exercise = next((e for e in exercises if e["label"] == row["exercise"]), None)
+    if exercise is None:
+        return {"points": "", "max_points": ""}
+    most = max_points(exercise, row["check"], row["function"])
+    got = "" if row["status"] == MANUAL else most if row["status"] == PASSED else 0
+    return {"points": got, "max_points": most}
+
+
+def score(rows: list[dict]) -> tuple[float, float, float]:
+    """(points, the most there are, the points still to mark by hand) of a submission."""
+    parts = [r for r in rows if r.get("max_points") not in ("", None)]
+    got = sum(float(r["points"]) for r in parts if r.get("points") not in ("", None))
+    to_mark = sum(float(r["max_points"]) for r in parts if r.get("points") in ("", None))
+    return got, sum(float(r["max_points"]) for r in parts), to_mark
 
 
 def read_notebook(path: Path) -> dict:
@@ -937,10 +1040,14 @@ def read_notebook(path: Path) -> dict:
 
 
 def in_book_order(checked: list[dict], by_hand: list[dict], exercises: list[dict]) -> list[dict]:
-    """Both kinds of rows, exercise by exercise in the book's order (checks first)."""
+    """Both kinds of rows, exercise by exercise in the book's order, as the student notebook
+    has them: the written answer, the self-checks, then the functions no check grades."""
     order = {e["label"]: k for k, e in enumerate(exercises)}
-    rows = [(order.get(r["exercise"], len(order)), 0, k, r) for k, r in enumerate(checked)]
-    rows += [(order.get(r["exercise"], len(order)), 1, k, r) for k, r in enumerate(by_hand)]
+    rows = [(order.get(r["exercise"], len(order)), 1, k, r) for k, r in enumerate(checked)]
+    rows += [
+        (order.get(r["exercise"], len(order)), 0 if not r["function"] else 2, k, r)
+        for k, r in enumerate(by_hand)
+    ]
     return [r for *_, r in sorted(rows, key=lambda t: t[:3])]
 
 
@@ -1010,7 +1117,7 @@ def write_csv(rows: list[dict], out: Path) -> None:
 
 def summary(submissions: list[Submission], sealed: bool, duplicates, named=()) -> str:
     """One line per submission: counts of each status, and what went wrong in the notebook."""
-    head = ("student", "chapter", *STATUSES, "seconds")
+    head = ("student", "chapter", *STATUSES, "points", "to mark", "seconds")
     table = [head]
     notes = []
     others = [s for s in submissions if not s.notebook and not s.skipped]
@@ -1020,11 +1127,14 @@ def summary(submissions: list[Submission], sealed: bool, duplicates, named=()) -
             continue
         graded = [r for r in s.rows if r["exercise"] != NOTEBOOK_ROW]
         counts = Counter(r["status"] for r in graded)
+        got, most, to_mark = score(graded)
         table.append(
             (
                 s.student,
                 s.chapter or "?",
                 *(str(counts[status]) for status in STATUSES),
+                f"{got:g}/{most:g}" if most else "",
+                f"{to_mark:g}" if most else "",
                 f"{s.seconds:.0f}",
             )
         )
@@ -1058,6 +1168,18 @@ def summary(submissions: list[Submission], sealed: bool, duplicates, named=()) -
     if not sealed:
         lines += ["", UNSEALED_WARNING]
     return "\n".join(lines)
+
+
+def marking_folder(out: Path) -> Path:
+    """Where the marking sheets of a CSV go: results.csv -> results-marking/."""
+    return out.parent / f"{out.stem}-marking"
+
+
+def progress(done: int, total: int, elapsed: float) -> str:
+    """``[3/30, about 4 min left]``: how far a class is, and the time left at this pace."""
+    left = elapsed / done * (total - done) if done else 0
+    when = f"{left / 60:.0f} min" if left >= 90 else f"{left:.0f} s"
+    return f"[{done}/{total}, about {when} left]" if done < total else f"[{done}/{total}]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1137,17 +1259,38 @@ def main(argv: list[str] | None = None) -> int:
         + ")",
         flush=True,
     )
+    total = sum(s.notebook for s in submissions)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        done = pool.map(lambda s: grade_submission(s, root, chapters, limits, sealed), submissions)
-        for s in done:
+        futures = [
+            pool.submit(grade_submission, s, root, chapters, limits, sealed) for s in submissions
+        ]
+        count = 0
+        for future in as_completed(futures):
+            s = future.result()
             if s.notebook:
-                print(f"  {s.student} ({_file(s)}): graded in {s.seconds:.0f} s", flush=True)
+                count += 1
+                print(
+                    f"  {progress(count, total, time.monotonic() - start)}  {s.student} "
+                    f"({_file(s)}): graded in {s.seconds:.0f} s",
+                    flush=True,
+                )
     duplicates = flag_duplicates(submissions)
     named = flag_other_names(submissions)
     rows = [row for s in submissions for row in s.rows]
     write_csv(rows, args.out)
     print()
     print(text(summary(submissions, sealed, duplicates, named)))
+    try:  # the CSV is written: nothing here can cost it
+        import marking
+
+        sheets = marking.write_sheets(submissions, chapters, marking_folder(args.out))
+    except Exception as err:
+        print(f"\nThe marking sheets could not be written: {_why(err)}")
+        sheets = []
+    if sheets:
+        print("\nMarking sheets of the work read by hand (open in a browser; Save marks, then")
+        print(f"make marks RESULTS={args.out} MARKS=...):")
+        print("\n".join(f"  {sheet}" for sheet in sheets))
     print(f"\n{len(rows)} rows written to {args.out} in {time.monotonic() - start:.0f} s")
     return 0
 
