@@ -130,3 +130,26 @@ def test_a_cell_nested_too_deeply_is_found_without_running_it():
 def test_a_malformed_notebook_names_no_chapter_and_raises_nothing(nb):
     assert grade.first_heading(nb) == ""
     assert grade.identify_chapter(nb, Path("homework.ipynb"), ["01_softmax"], {}) is None
+
+
+def test_make_help_lists_every_target_with_one_line():
+    import subprocess
+
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set()
+    for line in makefile.splitlines():
+        match = re.match(r"^([a-z][a-z ]*):(?!=)", line)
+        if match:
+            targets.update(match.group(1).split())
+    phony = set(re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1).split())
+    assert targets == phony, targets ^ phony
+    shown = subprocess.run(
+        ["make", "--no-print-directory", "-s", "help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    listed = [line.split()[1] for line in shown]
+    assert sorted(listed) == sorted(targets)  # each once
+    assert all(len(line.split(maxsplit=2)) == 3 for line in shown)  # and what it does
