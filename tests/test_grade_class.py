@@ -285,3 +285,33 @@ def test_marks_entered_in_the_browser_are_merged_and_exported(graded, browser, t
     assert slip["Identifier"] == "Participant 5002"  # Moodle's, from the folder's name
     assert slip["Grade"] == by_name["Slip Student2"][5]
     assert "my_entropy" in slip["Feedback comments"]
+
+
+def test_an_answer_cannot_run_a_script_in_the_markers_browser():
+    import marking
+
+    shown = marking.render_markdown(
+        "<script>alert(1)</script> $a<b$ <img src=x onerror=alert(1)>\n\n$$</div><script>$$"
+    )
+    assert "<script" not in shown and "<img" not in shown and "</div><" not in shown
+    assert "\\(a&lt;b\\)" in shown
+
+
+def test_the_lms_identity_comes_from_the_names_the_lms_gave():
+    rows = [
+        {"student": "Jane Doe", "notebook": "Jane Doe_123456_assignsubmission_file_/x.ipynb"},
+        {"student": "lastfirst", "notebook": "lastfirst_LATE_4321_99_01_softmax.ipynb"},
+        {"student": "alice", "notebook": "alice/01_softmax.ipynb"},
+    ]
+    assert gradebook.identity(rows[:1]) == {"name": "Jane Doe", "canvas": "", "moodle": "123456"}
+    assert gradebook.identity(rows[1:2])["canvas"] == "4321"
+    assert gradebook.identity(rows[2:]) == {"name": "alice", "canvas": "", "moodle": ""}
+
+
+def test_a_mark_beyond_the_points_of_its_part_is_refused():
+    row = {"student": "a", "chapter": STEM, "exercise": "ex-softmax-by-hand", "function": ""}
+    row |= {"status": "manual", "points": "", "max_points": "1", "message": "", "check": ""}
+    with pytest.raises(ValueError, match="3 points is not between 0 and 1"):
+        gradebook.merge_marks([row], {gradebook.mark_key(row): {"points": 3}})
+    (merged,) = gradebook.merge_marks([row], {gradebook.mark_key(row): {"points": 0.5}})
+    assert merged["status"] == "marked" and merged["points"] == "0.5"
