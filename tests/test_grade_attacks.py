@@ -138,10 +138,11 @@ INTERRUPTING_SOFTMAX = f"""
 def my_softmax(z, tau=1.0):
     raise KeyboardInterrupt({FORGED!r})
 """
-# 38 MB: sent back within the memory limit, then minutes for the check to format
+# 10 MB: sent back well within the memory limit, then tens of seconds for the check to
+# format (42 s here in the grader's process, where the time limit is 20 s)
 HUGE_SOFTMAX = """
 def my_softmax(z, tau=1.0):
-    return np.ones((12, 4 * 10**5))
+    return np.ones((12, 10**5))
 """
 # The grader's own memory: its MIME type and error outputs, 20 MB each.
 FLOOD = """
@@ -216,8 +217,8 @@ def in_a_session_keyring_with_a_key() -> None:
 
 class CpuWatch(threading.Thread):
     """Watches the cpu cgroups of this run's sandboxes while the class is graded: their
-    quota, and how often the kernel throttled them (the canary measures the effect, which
-    a machine busy with other work can hide; this sees the bound itself)."""
+    quota (the canary measures the effect, which a machine busy with other work can hide;
+    this sees the bound itself), and how often the kernel throttled them."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -307,7 +308,8 @@ def test_a_submission_gets_at_most_one_core(graded):
     assert cgroups, "no cpu cgroup of this run's sandboxes was seen"
     one_core = CPU_CORES * CFS_PERIOD_US
     assert CPU_CORES == 1 and {quota for quota, _ in cgroups.values()} == {one_core}
-    assert max(throttled for _, throttled in cgroups.values()) > 0  # the attacker's
+    # (how often the attacker was throttled depends on what else the machine runs: at a
+    # load of 20 its 64 processes got less than a core and were never throttled)
 
 
 def test_words_the_submission_chose_are_marked_as_its_own(graded):
