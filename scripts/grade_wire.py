@@ -47,6 +47,12 @@ class GradingAborted(BaseException):
     """The student's function cannot be graded: time limit, dead kernel, bad answer."""
 
 
+class SubmissionStopped(GradingAborted):
+    """The student's function raised what stops a check (KeyboardInterrupt, SystemExit)
+    without the grader's limits being involved: its own doing, so the verdict is "failed",
+    and its message is quoted as the submission's own words."""
+
+
 class BadMessage(ValueError):
     """What the kernel sent back is not a well-formed answer."""
 
@@ -407,12 +413,22 @@ class Remote:
         self.count = 0
         self.deadline = math.inf
         self.measured_memory = False
+        # The grader's watchdog (scripts/grade.py) stops a check that overruns its time in
+        # the grader's own code; during a call to the kernel it only leaves a note here.
+        self.in_call = False
+        self.overdue = ""
 
     def ask(self, request: dict, timeout: float) -> dict:
         self.count += 1
         request = {**request, "id": f"{self.count}-{secrets.token_hex(4)}"}
         path = self.write_request(f"request-{self.count}.json", json.dumps(request))
-        outcome = self.run_cell(call_source(path), timeout)
+        self.in_call = True
+        try:
+            outcome = self.run_cell(call_source(path), timeout)
+        finally:
+            self.in_call = False
+        if self.overdue:
+            raise GradingAborted(self.overdue)
         if outcome.get("problem"):
             raise GradingAborted(outcome["problem"])
         answers = [a for a in outcome["answers"] if isinstance(a, dict)]
@@ -501,8 +517,12 @@ class RemoteFunction:
             if not _IDENTIFIER.fullmatch(name):
                 raise BadMessage("an exception name that is not an identifier")
             message = _text(message, "an exception's message")
-            if base is True:
-                raise GradingAborted(f"{self._name} raised {name}: {message[:200]}")
+            if base is True:  # KeyboardInterrupt, SystemExit: the grader's limits are not
+                # (a time limit is known from the grader's own clock, before any answer)
+                raise SubmissionStopped(
+                    f"{self._name} raised {name}, which stops a self-check (its message, "
+                    f"written by the submission: {message[:200]!r})"
+                )
             return make_exception(name, message), None, warned, peak
         if "result" not in answer:
             raise BadMessage("no result")

@@ -83,9 +83,8 @@ def every_exercise_has_a_row(stem: str, rows: list[dict]) -> None:
     )
     hand = [r for r in rows if not r["check"] and r["exercise"] != grade.NOTEBOOK_ROW]
     assert [(r["exercise"], r["check"], r["function"]) for r in hand] == expected_hand_items(stem)
-    for r in hand:
+    for r in hand:  # a written part, or a function no check grades
         assert r["status"] in ("manual", "not attempted"), r
-        assert r["status"] == "manual" or r["function"], r  # an answer to read is "manual"
 
 
 def notebook(*cells: str, metadata: dict | None = None) -> nbformat.NotebookNode:
@@ -176,8 +175,9 @@ def chapter_one(*extra: str, **replaced: str) -> nbformat.NotebookNode:
     return notebook(*cells)
 
 
-# Long enough for a sealed kernel to import helpers on a loaded machine (the first cell).
-CELL_TIMEOUT = "10"
+# Long enough for a sealed kernel to import helpers on a loaded machine (the first cell;
+# 10 s was not at a load of 18 on two cores, where importing helpers took 6.5 s alone).
+CELL_TIMEOUT = "20"
 
 
 def grade_a_class(tmp_path: Path) -> tuple[dict[str, list[dict]], str]:
@@ -238,10 +238,12 @@ def check_a_right_submission_passes_everything(class_results):
         rows = by_student[student]
         assert {r["status"] for r in graded_rows(rows).values()} == {"passed"}, rows
         assert not notebook_rows(rows)
-        # what no check grades: their notebooks define none of it (read from the source)
+        # what no check grades: their notebooks define none of it (read from the source),
+        # and have no answer cells (tests/test_grade_class.py has the student notebook's)
         hand = {r["function"]: r for r in rows if not r["check"]}
-        assert hand[""]["status"] == "manual"
-        assert hand[""]["message"].startswith("graded by hand: read the answer to Exercise 1.")
+        written = [r for r in rows if not r["check"] and not r["function"]]
+        assert {r["status"] for r in written} == {"not attempted"}
+        assert written[0]["message"] == "no answer cell for Exercise 1.1: not attempted"
         assert hand["H_of_tau"]["status"] == "not attempted"
         assert hand["H_of_tau"]["message"] == "H_of_tau is not defined: not attempted"
 
@@ -516,6 +518,7 @@ def test_what_no_check_grades_is_read_from_the_source_never_run(monkeypatch):
             "function": "",
             "status": "manual",
             "message": "graded by hand: read the answer to Exercise 9.2",
+            "answer": "",
         }
     checked = [{"exercise": "ex-a", "check": "check_softmax", "function": "my_softmax"}]
     rows = grade.in_book_order(checked, grade.hand_rows("99_x", exercises, notebook()), exercises)
