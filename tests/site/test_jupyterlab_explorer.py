@@ -12,6 +12,12 @@ headless Chromium drives it:
    show again, and JupyterLab's "model not found" line, where the widget was, is hidden.
 
 Screenshots of the three states go to _build/screenshots/jupyterlab/.
+
+The Colab edition of a chapter is opened there too: its solutions start collapsed, its
+glue cells show only their title line, and after Run All and a save every solution is
+still collapsed, in the saved file and when the notebook is opened again (JupyterLab
+unfolds the headings above the cell Run All leaves active, the last one: the edition ends
+with a heading of its own so that this is not a solution's).
 """
 
 from __future__ import annotations
@@ -67,6 +73,10 @@ explorer = Explorer(
 explorer"""
 
 
+# The chapter whose Colab edition is run whole (a short one: its cells run in seconds).
+RUN_ALL = "03_multi_head_attention.ipynb"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -91,6 +101,7 @@ def lab(tmp_path_factory):
     execute(path)  # stored as the chapters are: outputs, no widget view
     edition = sorted((ROOT / "editions" / "colab").glob("[0-9][0-9]_*.ipynb"))[0]
     shutil.copy(edition, root / "edition.ipynb")
+    shutil.copy(ROOT / "editions" / "colab" / RUN_ALL, root / RUN_ALL)
     port = free_port()
     settings = root / "settings"
     workspaces = root / "workspaces"
@@ -356,3 +367,75 @@ def test_the_colab_edition_shows_its_glue_cells_collapsed(browser, lab):
         assert (state[k]["placeholder"] or "").startswith(GLUE_TITLE), (k, state[k])
     shown = [s["code"] for s in state if s["code"] is not None]
     assert shown and not [s for s in shown if "glue(" in s], "glue code shown"
+
+
+SOLUTION_STATE_JS = """() => {
+  const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
+  const shown = e => e.getClientRects().length > 0;
+  return cells.map(c => ({
+    heading: (c.querySelector('.jp-RenderedMarkdown h1, .jp-RenderedMarkdown h2,'
+      + ' .jp-RenderedMarkdown h3, .jp-RenderedMarkdown h4') || {}).textContent || '',
+    collapsed: !!c.querySelector('.jp-collapseHeadingButton.jp-mod-collapsed'),
+    shown: shown(c),
+  }));
+}"""
+
+
+def test_run_all_and_save_keep_every_solution_collapsed(browser, lab):
+    """Run All on a whole chapter's Colab edition, then save: every solution heading is
+    still collapsed in the saved file (jp-MarkdownHeadingCollapsed) and, opened again, in
+    JupyterLab (its cells hidden)."""
+    url, lab_path = lab
+    path = lab_path.parent / RUN_ALL
+    before = nbformat.read(path, as_version=4)
+    collapsed = before.metadata["colab"]["collapsed_sections"]
+    assert collapsed
+    context, page = open_notebook(browser, url, RUN_ALL)
+    dialogs: list[str] = []
+    try:
+        dismiss_dialogs(page, dialogs)
+        page.locator(".jp-Notebook .jp-Cell").first.click()
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        # every code cell has run: none waits ([*]) and the last has its number
+        page.wait_for_function(
+            r"""() => {
+              const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
+                .map(p => p.textContent.trim());
+              return prompts.length && !prompts.some(p => p === '[*]:' || p === '[ ]:')
+                && /\[\d+\]/.test(prompts[prompts.length - 1]);
+            }""",
+            timeout=240000,
+        )
+        page.keyboard.press("Control+s")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            saved = nbformat.read(path, as_version=4)
+            if any(c.get("execution_count") for c in saved.cells if c.cell_type == "code"):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the notebook was not saved after Run All; dialogs: {dialogs}")
+        page.screenshot(path=SHOTS / "6_edition_after_run_all.png")
+    finally:
+        context.close()
+    shut_down_kernels(url)
+    by_id = {c.get("id"): c for c in saved.cells}
+    opened = [i for i in collapsed if not by_id[i].metadata.get("jp-MarkdownHeadingCollapsed")]
+    assert not opened, f"solutions saved open after Run All: {opened}"
+
+    context, page = open_notebook(browser, url, RUN_ALL)
+    try:
+        page.locator(".jp-Notebook .jp-MarkdownCell").first.wait_for(timeout=30000)
+        page.wait_for_timeout(2000)
+        state = page.evaluate(SOLUTION_STATE_JS)
+    finally:
+        context.close()
+    shut_down_kernels(url)
+    solutions = [k for k, c in enumerate(state) if c["heading"].startswith("Solution to Exercise")]
+    assert len(solutions) == len(collapsed), state[-12:]
+    for k in solutions:
+        assert state[k]["collapsed"], f"{state[k]['heading']} reopened unfolded"
+        after = state[k + 1 :]
+        end = next((j for j, c in enumerate(after) if c["heading"]), len(after))
+        assert not any(c["shown"] for c in after[:end]), f"{state[k]['heading']} shows cells"
