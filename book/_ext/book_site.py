@@ -123,7 +123,8 @@ def _arxiv_links(app, pagename, templatename, context, doctree):
 
 # A box whose body gets a generic id, and those ids (the box's own id comes first).
 _BOX = re.compile(
-    r'<div class="([^"]*)" id="([^"]+)">|\bid="(proof-content|exercise-content|solution-content)"'
+    r'<div class="([^"]*\badmonition\b[^"]*)" id="([^"]+)">'
+    r'|\bid="(proof-content|exercise-content|solution-content)"'
 )
 
 

@@ -175,10 +175,15 @@ IDS_JS = """() => {
   return {repeated, proofs: marks};
 }"""
 
-# How far the sidebar scrolled itself while the page loaded (at DESKTOP: it fits).
+# How far the sidebar scrolled itself while the page loaded, and whether the current
+# chapter's entry is wholly in view there (at DESKTOP).
 SIDEBAR_JS = """() => {
   const s = document.querySelector('div.bd-sidebar');
-  return s ? {scroll: s.scrollTop, fits: s.scrollHeight <= s.clientHeight + 1} : null;
+  const active = [...document.querySelectorAll('.bd-docs-nav .active')].pop();
+  if (!s || !active) return null;
+  const box = s.getBoundingClientRect(), entry = active.getBoundingClientRect();
+  return {scroll: s.scrollTop,
+          entry_in_view: entry.top >= box.top - 1 && entry.bottom <= box.top + s.clientHeight + 1};
 }"""
 
 # Dark mode: every picture of the article that is dimmed or sits on a panel that is not
