@@ -451,17 +451,6 @@ def test_run_all_and_save_keep_every_solution_collapsed(browser, lab):
                     raise
         # every code cell has run: each shows its number
         run_all_done(page, dialogs)
-        print(
-            [
-                (c["heading"][:25], c["collapsed"])
-                for c in st
-                if c["heading"].startswith("Solution")
-            ],
-            page.evaluate(
-                "() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].findIndex(c => c.classList.contains('jp-mod-active'))"
-            ),
-            len(st),
-        )
         page.keyboard.press("Control+s")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
