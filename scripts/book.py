@@ -208,6 +208,20 @@ def sync_static(static: Path, html: Path) -> None:
             shutil.copyfile(source, target)
 
 
+def site_code_digest() -> str:
+    """A digest of the local extensions and templates: Sphinx rewrites no page when only
+    they change (an html-page-context handler of book/_ext/book_site.py, say)."""
+    import hashlib
+
+    files = sorted((ROOT / "book" / "_ext").glob("*.py")) + sorted(
+        p for p in (ROOT / "book" / "_templates").rglob("*") if p.is_file()
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def build(student: bool) -> Path:
     # Jupyter Book writes to PATH_OUTPUT/_build/html.
     source, out = ROOT, ROOT
@@ -216,9 +230,13 @@ def build(student: bool) -> Path:
         source = stage_student_edition(out / "source")
     args = ["build", str(source), "--builder", "html", "-W", "-n", "--keep-going"]
     args += ["--path-output", str(out)]
+    html = out / "_build" / "html"
+    stamp, digest = html / ".site-code", site_code_digest()
+    if not stamp.exists() or stamp.read_text() != digest:
+        args.append("--all")  # every page, written by the current extensions
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     subprocess.run([str(jupyter_book), *args], check=True)
-    html = out / "_build" / "html"
+    stamp.write_text(digest)
     sync_static(source / "book" / "_static", html)
     copy_mathjax(html)
     subset_icon_fonts(html)
