@@ -681,3 +681,164 @@ def test_check_rope_half_names_each_mistake(wrong, problem):
     report = checks.check_rope_half(wrong)
     assert report.status == "failed"
     assert any(problem in f.problem for f in report.failures), report
+
+
+# ---------------------------------------------------------------------------
+# check_position_from_encoding (exercise 4.1): reading a position back
+# ---------------------------------------------------------------------------
+
+
+def reader_position(
+    pe,
+    *,
+    pair="slowest",
+    order="sin, cos",
+    wrap=True,
+    inverse="atan2",
+    frequency="2i/d",
+    layout="interleaved",
+):
+    """A reader's decoder; the keywords reproduce the usual slips."""
+    d = pe.shape[-1]
+    i = d // 2 - 1 if pair == "slowest" else 0
+    if layout == "interleaved":
+        sin, cos = pe[..., 2 * i], pe[..., 2 * i + 1]
+    else:
+        sin, cos = pe[..., i], pe[..., i + d // 2]
+    if order == "cos, sin":
+        sin, cos = cos, sin
+    if inverse == "arcsin":
+        angle = np.arcsin(sin)
+    elif inverse == "arccos":
+        angle = np.arccos(cos)
+    else:
+        angle = np.arctan2(sin, cos)
+        if wrap:
+            angle = angle % (2 * np.pi)
+    w = {"2i/d": 10000.0 ** (-2 * i / d), "i/d": 10000.0 ** (-i / d), "none": 1.0}[frequency]
+    return angle / w
+
+
+def all_pairs_position(pe):
+    """Another right answer: the fastest pair's angle, unwrapped pair by pair from the slowest."""
+    d = pe.shape[-1]
+    w = 10000.0 ** (-np.arange(0, d, 2) / d)
+    p = (np.arctan2(pe[..., -2], pe[..., -1]) % (2 * np.pi)) / w[-1]
+    for i in range(d // 2 - 2, -1, -1):  # refine with faster and faster pairs
+        angle = np.arctan2(pe[..., 2 * i], pe[..., 2 * i + 1])
+        turns = np.round((p * w[i] - angle) / (2 * np.pi))
+        p = (angle + 2 * np.pi * turns) / w[i]
+    return p
+
+
+@pytest.mark.parametrize("fn", [reader_position, all_pairs_position])
+def test_correct_decoders_pass(fn):
+    assert_all_passed(checks.check_position_from_encoding(fn))
+
+
+def test_the_cases_encode_what_they_claim():
+    # The check's inputs are rows of chapter 4's encoding: at integer positions they are
+    # exactly helpers.sinusoidal_encoding's rows.
+    from helpers.checks.positional import _encode
+
+    assert np.allclose(_encode(np.arange(7.0), 8), helpers.sinusoidal_encoding(7, 8))
+    assert np.allclose(_encode(np.arange(3.0), 128), helpers.sinusoidal_encoding(3, 128))
+
+
+def nearest_row(pe):
+    d = pe.shape[-1]
+    table = helpers.sinusoidal_encoding(60000, d)
+    return np.argmax(pe @ table.T, axis=-1).astype(float)
+
+
+@pytest.mark.parametrize(
+    ("fn", "cases", "problem"),
+    [
+        (
+            lambda pe: reader_position(pe, pair="fastest"),
+            ["positions 0 to 9, d_model = 8", "far positions, d_model = 128"],
+            "reduced modulo 2π",
+        ),
+        (
+            lambda pe: reader_position(pe, wrap=False),
+            ["past half a turn of the slowest pair, d_model = 8"],
+            "come back negative",
+        ),
+        (
+            lambda pe: reader_position(pe, order="cos, sin"),
+            ["positions 0 to 9, d_model = 8", "a single pair, d_model = 2"],
+            "sine and cosine are swapped",
+        ),
+        (
+            lambda pe: reader_position(pe, inverse="arcsin"),
+            ["past half a turn of the slowest pair, d_model = 8"],
+            "arcsine of the sine alone",
+        ),
+        (
+            lambda pe: reader_position(pe, inverse="arccos"),
+            ["past half a turn of the slowest pair, d_model = 8"],
+            "arccosine of the cosine alone",
+        ),
+        (
+            lambda pe: reader_position(pe, frequency="i/d"),
+            ["positions 0 to 9, d_model = 8", "far positions, d_model = 128"],
+            "lost the factor 2",
+        ),
+        (
+            lambda pe: reader_position(pe, frequency="none"),
+            ["positions 0 to 9, d_model = 8"],
+            "you returned the pair's angle, not a position",
+        ),
+        (
+            lambda pe: reader_position(pe, layout="concatenated"),
+            ["positions 0 to 9, d_model = 8", "a batch of shape (2, 3), d_model = 16"],
+            "concatenated layout",
+        ),
+        (
+            lambda pe: reader_position(pe, pair="fastest", inverse="arcsin"),
+            ["positions 0 to 9, d_model = 8"],
+            "arcsine of the sine alone",
+        ),
+        (
+            nearest_row,
+            ["positions between integers, d_model = 8"],
+            "a table of encodings at whole positions",
+        ),
+        (
+            lambda pe: 1.5 * reader_position(pe),
+            ["positions 0 to 9, d_model = 8"],
+            "the true ones times 1.5",
+        ),
+    ],
+)
+def test_typical_decoding_slips_are_named(fn, cases, problem):
+    report = checks.check_position_from_encoding(fn)
+    assert not report
+    problems = failed(report)
+    for case in cases:
+        assert problem in problems[case], (case, problems.get(case))
+
+
+def test_decoding_hints_never_show_the_answer():
+    # A hint diagnoses; it never gives the formula or the code of the answer.
+    fns = [
+        lambda pe: reader_position(pe, pair="fastest"),
+        lambda pe: reader_position(pe, wrap=False),
+        lambda pe: reader_position(pe, order="cos, sin"),
+        lambda pe: reader_position(pe, frequency="i/d"),
+        lambda pe: np.zeros(pe.shape[:-1]),
+    ]
+    for fn in fns:
+        text = flat(checks.check_position_from_encoding(fn))
+        for giveaway in ("arctan2(", "np.", "% (2", "10000**", "10000 **", "pe[..."):
+            assert giveaway not in text, (giveaway, text)
+
+
+def test_a_decoder_that_changes_its_input_is_reported():
+    def in_place(pe):
+        pe[..., -1] = np.clip(pe[..., -1], -1, 1)
+        pe *= 1.0 + 1e-3
+        return reader_position(pe)
+
+    report = checks.check_position_from_encoding(in_place)
+    assert not report and "in place" in flat(report)

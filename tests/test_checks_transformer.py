@@ -493,3 +493,116 @@ def test_block_that_modifies_params_in_place_is_reported():
     report = check_encoder_block(fn)
     assert not report
     assert all("in place" in r.problem for r in report.failures)
+
+
+# ---------------------------------------------------------------------------
+# check_fold_layer_norm (exercise 6.1): the gain and shift folded into the next layer
+# ---------------------------------------------------------------------------
+
+
+def fold_by_rows(gamma, beta, W, b):
+    return gamma[:, None] * W, beta @ W + b
+
+
+def fold_by_diag(gamma, beta, W, b):
+    """Another right answer: diag(gamma) W, and beta as a one-row matrix."""
+    return {"W_folded": np.diag(gamma) @ W, "b_folded": (beta[None, :] @ W)[0] + b}
+
+
+@pytest.mark.parametrize("fn", [fold_by_rows, fold_by_diag])
+def test_correct_folds_pass(fn):
+    assert_all_passed(helpers.checks.check_fold_layer_norm(fn))
+
+
+def test_a_fold_really_is_what_the_check_says():
+    # What passes the check gives the same outputs as the layer norm and the layer it folds.
+    rng = np.random.default_rng(5)
+    x, gamma, beta = rng.normal(size=(7, 6)), rng.normal(size=6), rng.normal(size=6)
+    W, b = rng.normal(size=(6, 4)), rng.normal(size=4)
+    W_f, b_f = fold_by_rows(gamma, beta, W, b)
+    before = helpers.layer_norm(x, gamma, beta) @ W + b
+    after = helpers.layer_norm(x, np.ones(6), np.zeros(6)) @ W_f + b_f
+    assert np.allclose(before, after)
+
+
+@pytest.mark.parametrize(
+    ("fn", "case", "problem"),
+    [
+        (
+            lambda g, be, W, b: (W * g, be @ W + b),
+            "W_folded, a square layer, d = d_out = 4",
+            "gamma scales the columns of W",
+        ),
+        (
+            lambda g, be, W, b: (W / g[:, None], be @ W + b),
+            "W_folded, W of shape (6, 3)",
+            "W is divided by gamma",
+        ),
+        (
+            lambda g, be, W, b: (W, be @ W + b),
+            "W_folded, W of shape (3, 8)",
+            "the gain gamma is not folded in",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, b),
+            "b_folded, W of shape (6, 3)",
+            "the shift beta is not folded in",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, b + be),
+            "b_folded, a square layer, d = d_out = 4",
+            "without passing through W",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, (g * be) @ W + b),
+            "b_folded, W of shape (3, 8)",
+            "beta is multiplied by gamma",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, be @ W),
+            "b_folded, W of shape (6, 3)",
+            "own bias b is missing",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, b - be @ W),
+            "b_folded, W of shape (6, 3)",
+            "sign of the shift's contribution is flipped",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, W @ be + b),
+            "b_folded, a square layer, d = d_out = 4",
+            "as a column vector would",
+        ),
+    ],
+)
+def test_typical_fold_slips_are_named(fn, case, problem):
+    report = helpers.checks.check_fold_layer_norm(fn)
+    assert not report
+    assert problem in failed(report)[case], failed(report).get(case)
+
+
+def test_a_fold_that_is_not_a_pair_is_reported():
+    report = helpers.checks.check_fold_layer_norm(lambda g, be, W, b: g[:, None] * W)
+    assert not report and "expected the pair (W_folded, b_folded)" in flat(report)
+
+
+def test_a_fold_that_changes_its_inputs_is_reported():
+    def in_place(gamma, beta, W, b):
+        W *= gamma[:, None]
+        b += beta @ (W / gamma[:, None])
+        return W, b
+
+    report = helpers.checks.check_fold_layer_norm(in_place)
+    assert not report and "in place" in flat(report)
+
+
+def test_fold_hints_never_show_the_answer():
+    wrong = [
+        lambda g, be, W, b: (W, b),
+        lambda g, be, W, b: (W * g, b + be),
+        lambda g, be, W, b: (np.zeros_like(W), np.zeros_like(b)),
+    ]
+    for fn in wrong:
+        text = flat(helpers.checks.check_fold_layer_norm(fn))
+        for giveaway in ("gamma[:, None]", "beta @ W", "np.diag", "@ W +", "* W"):
+            assert giveaway not in text, (giveaway, text)

@@ -93,6 +93,7 @@ from helpers.checks.notebook import shown_where_called as _shown_where_called
 from helpers.checks.positional import (
     check_alibi_slopes,
     check_concatenated_shift,
+    check_position_from_encoding,
     check_rope,
     check_rope_half,
     check_rope_layout_conversion,
@@ -117,6 +118,7 @@ from helpers.checks.theory import (
 from helpers.checks.transformer import (
     check_block_parameter_count,
     check_encoder_block,
+    check_fold_layer_norm,
     check_layer_norm,
     check_layer_norm_backward,
     check_llama_block_parameter_count,
@@ -151,6 +153,7 @@ __all__ = [
     "check_encoder_block",
     "check_entropy",
     "check_flash1_update",
+    "check_fold_layer_norm",
     "check_k_composition_score",
     "check_kernel_attention",
     "check_kv_cache_bytes",
@@ -170,6 +173,7 @@ __all__ = [
     "check_multi_head_attention",
     "check_next_token_distribution",
     "check_online_softmax_merge",
+    "check_position_from_encoding",
     "check_prefix_matching_score",
     "check_previous_token_score",
     "check_rms_norm_backward",

@@ -30,6 +30,7 @@ from helpers.positional import (
 __all__ = [
     "check_alibi_slopes",
     "check_concatenated_shift",
+    "check_position_from_encoding",
     "check_rope",
     "check_rope_half",
     "check_rope_layout_conversion",
@@ -1024,3 +1025,203 @@ def check_alibi_slopes(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
         for h in counts
     ]
     return _run(fn, "check_alibi_slopes", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_position_from_encoding
+# ---------------------------------------------------------------------------
+
+# The ways of reading a position back from its encoding that go wrong, the right one first.
+_DECODE_SLIPS: dict[str, tuple[str, ...]] = {
+    "pair": ("slowest", "fastest"),
+    "layout": ("interleaved", "concatenated"),
+    "order": ("sin, cos", "cos, sin"),
+    "inverse": ("two-argument arctangent", "arcsin", "arccos"),
+    "wrap": ("into [0, 2pi)", "none"),
+    "frequency": ("the pair's", "no factor 2", "none"),
+}
+
+_DECODE_HINT = (
+    "every pair of coordinates holds the sine and the cosine of one angle, its position times "
+    "its frequency; find a pair whose angle never completes a turn over the positions asked "
+    "for, read its angle in [0, 2π), and turn the angle back into a position"
+)
+
+
+def _decode_variant(pe: np.ndarray, variant: Variant) -> np.ndarray:
+    """The position read back from ``pe`` with the given slips (see ``_DECODE_SLIPS``)."""
+    choice = {k: variant.get(k, v[0]) for k, v in _DECODE_SLIPS.items()}
+    d = pe.shape[-1]
+    i = d // 2 - 1 if choice["pair"] == "slowest" else 0
+    if choice["layout"] == "interleaved":
+        first, second = pe[..., 2 * i], pe[..., 2 * i + 1]
+    else:  # the concatenated layout read into an interleaved table
+        first, second = pe[..., i], pe[..., i + d // 2]
+    sin, cos = (second, first) if choice["order"] == "cos, sin" else (first, second)
+    if choice["inverse"] == "arcsin":
+        angle = np.arcsin(np.clip(sin, -1, 1))
+    elif choice["inverse"] == "arccos":
+        angle = np.arccos(np.clip(cos, -1, 1))
+    else:
+        angle = np.arctan2(sin, cos)
+    if choice["inverse"] == "two-argument arctangent" and choice["wrap"] == "into [0, 2pi)":
+        angle = np.mod(angle, 2 * np.pi)
+    frequency = {
+        "the pair's": 10000.0 ** (-2 * i / d),
+        "no factor 2": 10000.0 ** (-i / d),
+        "none": 1.0,
+    }[choice["frequency"]]
+    return angle / frequency
+
+
+def _decode_text(kind: str, variant: str) -> Finding:
+    texts = {
+        ("pair", "fastest"): (
+            "your positions are the true ones reduced modulo 2π = 6.283: the pair you read "
+            "turns once every 2π positions, so positions a whole turn apart look the same "
+            "to it",
+            "a pair whose wavelength is longer than every position asked for never "
+            "completes a turn: which pair is that, and what is its frequency?",
+        ),
+        ("layout", "concatenated"): (
+            "you read the two coordinates of a pair d_model/2 columns apart, as in the "
+            "concatenated layout; this encoding interleaves them",
+            "in the interleaved layout the sine and the cosine of a pair sit in two "
+            "neighbouring columns, the sine in the even one",
+        ),
+        ("order", "cos, sin"): (
+            "sine and cosine are swapped: the angle you computed is a quarter turn minus "
+            "the true one",
+            "which column of the pair holds the sine, and which argument of the inverse "
+            "tangent expects it?",
+        ),
+        ("inverse", "arcsin"): (
+            "the arcsine of the sine alone is right only while the angle stays within a "
+            "quarter turn: beyond it, two angles share each sine",
+            "an angle anywhere in a full turn needs both coordinates of the pair",
+        ),
+        ("inverse", "arccos"): (
+            "the arccosine of the cosine alone is right only while the angle stays within "
+            "half a turn: beyond it, two angles share each cosine",
+            "an angle anywhere in a full turn needs both coordinates of the pair",
+        ),
+        ("wrap", "none"): (
+            "the positions past half the pair's wavelength come back negative, one "
+            "wavelength too small: the inverse tangent returns angles between -π and π, "
+            "while the encoding's angles run from 0 to 2π",
+            "bring each angle into [0, 2π) before turning it into a position",
+        ),
+        ("frequency", "no factor 2"): (
+            "your positions are the true ones times a constant: the frequency you divided "
+            "by is not that of the pair you read (its exponent has lost the factor 2)",
+            "recompute the frequency of the pair you read from its pair index, as the "
+            "encoding defines it",
+        ),
+        ("frequency", "none"): (
+            "you returned the pair's angle, not a position: the angle grows by the pair's "
+            "frequency at every position",
+            "how many radians does the pair you read turn per position?",
+        ),
+    }
+    return Finding(*texts[kind, variant])
+
+
+def _decode_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    pe, expected = np.asarray(case.inputs["pe"]), np.asarray(case.expected)
+    found = _recognise(
+        got, _DECODE_SLIPS, lambda v: _decode_variant(pe, v), _decode_text, max_slips=2
+    )
+    if found:
+        return found
+    if np.allclose(got, np.round(got)) and not np.allclose(expected, np.round(expected)):
+        return [
+            Finding(
+                "your positions are whole numbers, while the encoded ones lie between "
+                "integers: a table of encodings at whole positions cannot give them back",
+                "the encoding is defined at every real position: read the position off its "
+                "angles rather than search a table",
+            )
+        ]
+    nonzero = np.abs(expected) > 1e-9
+    if nonzero.any():
+        ratio = got[nonzero] / expected[nonzero]
+        if np.allclose(ratio, ratio[0], rtol=1e-6) and not np.isclose(ratio[0], 1):
+            return [
+                Finding(
+                    f"your positions are the true ones times {ratio[0]:.6g}: the frequency "
+                    "you divided by is not that of the pair you read",
+                    "recompute the frequency of the pair you read from its pair index, as "
+                    "the encoding defines it",
+                )
+            ]
+    return []
+
+
+def _encode(positions: np.ndarray, d: int) -> np.ndarray:
+    """Rows of the sinusoidal encoding (interleaved) at any real positions: (..., d)."""
+    angles = np.asarray(positions, dtype=np.float64)[..., None] * 10000.0 ** (
+        -np.arange(0, d, 2) / d
+    )
+    pe = np.empty((*angles.shape[:-1], d))
+    pe[..., 0::2], pe[..., 1::2] = np.sin(angles), np.cos(angles)
+    return pe
+
+
+def check_position_from_encoding(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
+    """Check the reader's decoder of the sinusoidal encoding: from a row back to its position.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(pe) -> positions``: ``pe`` of shape ``(..., d_model)`` holds rows of the
+        sinusoidal encoding of chapter 4 (interleaved layout, ``d_model`` even) at real
+        positions ``p`` with ``0 <= p`` below the wavelength of its slowest pair; the
+        function returns the positions, of shape ``(...)``, and leaves ``pe`` unchanged.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case gives back the positions it encoded (integers, positions
+        between integers, positions past half a turn of the slowest pair, a batch, and
+        ``d_model`` of 2, 8, 16 and 128). The report recognises the fastest pair read in
+        place of a slow one, the concatenated layout, sine and cosine swapped, the arcsine
+        or the arccosine of one coordinate, angles left in (-π, π], a wrong frequency and
+        an angle returned as a position, alone or two together.
+
+    Examples
+    --------
+    The arcsine of the first coordinate, a typical wrong answer:
+
+    >>> import numpy as np
+    >>> from helpers.checks import check_position_from_encoding
+    >>> def from_the_first_sine(pe):
+    ...     return np.arcsin(pe[..., 0])
+    >>> report = check_position_from_encoding(from_the_first_sine)
+    >>> bool(report), report.failures[0].problem.split(":")[0]
+    (False, 'your positions are the true ones reduced modulo 2π = 6.283')
+    """
+    rng = np.random.default_rng(41)
+    batch = np.round(rng.uniform(0, 15000, size=(2, 3)), 2)
+    layouts = [
+        ("positions 0 to 9, d_model = 8", np.arange(10.0), 8),
+        ("positions between integers, d_model = 8", np.array([0.5, 2.25, 7.75, 31.125]), 8),
+        (
+            "past half a turn of the slowest pair, d_model = 8",
+            np.array([1000.0, 3200.5, 4500.0, 6000.0]),
+            8,
+        ),
+        ("a batch of shape (2, 3), d_model = 16", batch, 16),
+        ("far positions, d_model = 128", np.array([3.0, 12345.5, 40000.0, 54000.0]), 128),
+        ("a single pair, d_model = 2", np.array([0.0, 1.0, 3.0, 6.0]), 2),
+    ]
+    specs = [
+        _Spec(
+            Case(name, {"pe": _encode(p, d)}, p, _DECODE_HINT),
+            lambda *arrays: arrays,
+            f"pe: {(*p.shape, d)}, the encodings of positions "
+            + ", ".join(f"{v:g}" for v in p.ravel()),
+            _decode_diagnose,
+        )
+        for name, p, d in layouts
+    ]
+    return _run(fn, "check_position_from_encoding", specs)

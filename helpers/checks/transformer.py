@@ -31,6 +31,7 @@ from helpers.transformer import (
 __all__ = [
     "check_block_parameter_count",
     "check_encoder_block",
+    "check_fold_layer_norm",
     "check_layer_norm",
     "check_layer_norm_backward",
     "check_llama_block_parameter_count",
@@ -938,3 +939,190 @@ def check_encoder_block(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
                 )
             )
     return _run(fn, "check_encoder_block", specs)
+
+
+# ---------------------------------------------------------------------------
+# check_fold_layer_norm (exercise 6.1): a layer norm's gain and shift folded away
+# ---------------------------------------------------------------------------
+
+_FOLD_NAMES = ("W_folded", "b_folded")
+
+_FOLD_HINT = (
+    "write LN(x) = gamma * x_hat + beta, put it in front of W and add b, then collect the "
+    "terms that multiply x_hat (they make the new weights) and those that do not (they make "
+    "the new bias)"
+)
+
+# slip -> (W_folded, b_folded) computed with it, and what the report says about each part
+_FOLD_SLIPS: dict[str, tuple[str, str]] = {
+    "columns": (
+        "gamma scales the columns of W; it multiplies x_hat before W does, so each gamma_i "
+        "meets row i of W (the input it belongs to), not a column",
+        "which index of W does the i-th feature of x_hat meet in x_hat @ W?",
+    ),
+    "divided": (
+        "W is divided by gamma: folding a gain into the next layer multiplies by it",
+        "x_hat times gamma, then times W: what does gamma do to the weights?",
+    ),
+    "W unchanged": (
+        "W_folded is W: the gain gamma is not folded in",
+        "the normalised token is multiplied by gamma before it reaches W: that factor must "
+        "now live in the weights",
+    ),
+    "b unchanged": (
+        "b_folded is b: the shift beta is not folded in, but it passes through W too",
+        "beta is added to every token before W: what does W make of it?",
+    ),
+    "beta added": (
+        "beta is added to the bias as it is, without passing through W",
+        "beta is a token-sized vector added before W: what does W make of it?",
+    ),
+    "beta times gamma": (
+        "beta is multiplied by gamma: the shift is added after the gain, so gamma never touches it",
+        "beta enters after the gain: only W acts on it",
+    ),
+    "no b": (
+        "the layer's own bias b is missing from b_folded",
+        "the folded bias must still contain what the layer added before",
+    ),
+    "minus": (
+        "the sign of the shift's contribution is flipped",
+        "beta is added, not subtracted, before W",
+    ),
+    "column vector": (
+        "beta meets the columns of W, as a column vector would (W @ beta); tokens are rows "
+        "here, and a row is multiplied by W on its left",
+        "in the row-vector convention a vector v goes through W as v @ W",
+    ),
+}
+
+
+def _fold_variant(gamma, beta, W, b, slip: str = "right") -> dict[str, np.ndarray]:
+    W_f = gamma[:, None] * W
+    b_f = beta @ W + b
+    with np.errstate(all="ignore"):
+        if slip == "columns" and W.shape[0] == W.shape[1]:
+            W_f = W * gamma[None, :]
+        elif slip == "divided":
+            W_f = W / gamma[:, None]
+        elif slip == "W unchanged":
+            W_f = W
+        elif slip == "b unchanged":
+            b_f = b
+        elif slip == "beta added" and W.shape[0] == W.shape[1]:
+            b_f = b + beta
+        elif slip == "beta times gamma":
+            b_f = (gamma * beta) @ W + b
+        elif slip == "no b":
+            b_f = beta @ W
+        elif slip == "minus":
+            b_f = b - beta @ W
+        elif slip == "column vector" and W.shape[0] == W.shape[1]:
+            b_f = W @ beta + b
+    return {"W_folded": W_f, "b_folded": b_f}
+
+
+def _fold_diagnose(name: str) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        args = [np.asarray(case.inputs[k]) for k in ("gamma", "beta", "W", "b")]
+        expected = _fold_variant(*args)[name]
+        rtol, atol = case.tolerances()
+        for slip, (problem, hint) in _FOLD_SLIPS.items():
+            candidate = _fold_variant(*args, slip)[name]
+            if (
+                candidate.shape == got.shape
+                and not np.allclose(candidate, expected, rtol=rtol, atol=atol)
+                and np.allclose(got, candidate, rtol=rtol, atol=atol)
+            ):
+                return [Finding(problem, hint)]
+        return []
+
+    return diagnose
+
+
+def _fold_pick(name: str) -> Callable[[object], object]:
+    def pick(result: object) -> object:
+        if isinstance(result, Mapping):
+            if name in result:
+                return result[name]
+            raise _Unusable(
+                "a dict without " + repr(name),
+                f"the result has no entry {name!r}",
+                "return the pair (W_folded, b_folded)",
+            )
+        if isinstance(result, (tuple, list)) and len(result) == 2:
+            return result[_FOLD_NAMES.index(name)]
+        raise _Unusable(
+            type(result).__name__,
+            "expected the pair (W_folded, b_folded)",
+            "return the new weights and the new bias, in that order",
+        )
+
+    return pick
+
+
+def check_fold_layer_norm(fn: Callable[..., object]) -> CheckReport:
+    """Check the reader's folding of a layer norm's gain and shift into the next layer.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(gamma, beta, W, b) -> (W_folded, b_folded)``: ``gamma`` and ``beta`` of shape
+        ``(d,)``, the gain and the shift of a layer norm, ``W`` of shape ``(d, d_out)`` and
+        ``b`` of shape ``(d_out,)``, the linear layer that reads it. Returns the weights and
+        the bias, of the shapes of ``W`` and ``b``, such that
+        ``layer_norm(x, gamma, beta) @ W + b == layer_norm(x, 1, 0) @ W_folded + b_folded``
+        for every token ``x``; the inputs must not change. A dict with the keys
+        ``"W_folded"`` and ``"b_folded"`` is accepted too.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff both arrays match in every case (a square layer, two rectangular ones,
+        and a layer norm with nothing to fold). The report recognises the gain applied to
+        the columns of ``W``, ``W`` divided by the gain, the gain or the shift left out,
+        the shift added without passing through ``W`` or multiplied by the gain, the
+        layer's own bias forgotten, a flipped sign and ``W @ beta`` in place of a row
+        vector times ``W``.
+
+    Examples
+    --------
+    Adding the shift to the bias as it is, and leaving the weights alone:
+
+    >>> import numpy as np
+    >>> from helpers.checks import check_fold_layer_norm
+    >>> def fold_nothing_through_w(gamma, beta, W, b):
+    ...     return W, b + beta
+    >>> report = check_fold_layer_norm(fold_nothing_through_w)
+    >>> [r.problem.split(":")[0] for r in report.failures][:2]
+    ['W_folded is W', 'beta is added to the bias as it is, without passing through W']
+    """
+    layouts = [
+        ("a square layer, d = d_out = 4", 71, 4, 4, True),
+        ("W of shape (6, 3)", 72, 6, 3, True),
+        ("W of shape (3, 8)", 73, 3, 8, True),
+        ("gamma = 1 and beta = 0, W of shape (5, 2)", 74, 5, 2, False),
+    ]
+    specs = []
+    for label, seed, d, d_out, random_norm in layouts:
+        rng = np.random.default_rng(seed)
+        if random_norm:
+            gamma = rng.choice([-1.0, 1.0], size=d) * rng.uniform(0.5, 2.0, size=d)
+            beta = rng.normal(size=d)
+        else:
+            gamma, beta = np.ones(d), np.zeros(d)
+        W, b = rng.normal(size=(d, d_out)), rng.normal(size=d_out)
+        right = _fold_variant(gamma, beta, W, b)
+        inputs = {"gamma": gamma, "beta": beta, "W": W, "b": b}
+        shown = f"gamma, beta: ({d},); W: ({d}, {d_out}); b: ({d_out},)"
+        for name in _FOLD_NAMES:
+            specs.append(
+                _Spec(
+                    Case(f"{name}, {label}", inputs, right[name], _FOLD_HINT),
+                    _append(),
+                    shown,
+                    _fold_diagnose(name),
+                    _fold_pick(name),
+                )
+            )
+    return _run(fn, "check_fold_layer_norm", specs)
