@@ -441,20 +441,36 @@ def cpu_seconds_of_children() -> float:
 # --------------------------------------------------------------------------- assembling
 
 
-def named_destinations(reader) -> dict[str, tuple[int, float, float]]:
-    """name -> (page index, left, top) of every named destination Chromium wrote."""
+def page_margins(css: str) -> tuple[float, float]:
+    """The top and left margins of the pages (print.css's first @page rule), in points."""
+    found = re.search(r"@page\s*\{[^}]*?margin:\s*([\d.]+)mm\s+([\d.]+)mm", css)
+    if not found:
+        sys.exit("print.css must give the pages' margins: @page { margin: TOPmm RIGHTmm ... }")
+    return float(found.group(1)) / 25.4 * 72, float(found.group(2)) / 25.4 * 72
+
+
+def named_destinations(reader, margins: tuple[float, float]) -> dict[str, tuple[int, float, float]]:
+    """name -> (page index, left, top) of every named destination Chromium wrote, in the
+    page's coordinates: Chromium gives them from the corner of the text area, as if the
+    page had no margins (a link would show its target a margin too high)."""
+    top_margin, left_margin = margins
     out = {}
     for name, dest in reader.named_destinations.items():
         out[name.lstrip("/")] = (
             reader.get_destination_page_number(dest),
-            float(dest.get("/Left") or 0),
-            float(dest.get("/Top") or 0),
+            float(dest.get("/Left") or 0) + left_margin,
+            float(dest.get("/Top") or 0) - top_margin,
         )
     return out
 
 
 def assemble(
-    front_path: Path, body_path: Path, headings: list[Heading], meta: dict, target: Path
+    front_path: Path,
+    body_path: Path,
+    headings: list[Heading],
+    meta: dict,
+    margins: tuple[float, float],
+    target: Path,
 ) -> dict:
     """One PDF: the front pages, then the book; links and bookmarks to the headings."""
     from pypdf import PdfReader, PdfWriter
@@ -469,7 +485,7 @@ def assemble(
     )
 
     front, body = PdfReader(front_path), PdfReader(body_path)
-    dests = named_destinations(body)
+    dests = named_destinations(body, margins)
     writer = PdfWriter()
     for page in front.pages:
         writer.add_page(page)
@@ -512,7 +528,7 @@ def assemble(
     writer.add_metadata({f"/{k}": v for k, v in meta.items() if k != "Lang"})
     writer._root_object[NameObject("/Lang")] = TextStringObject(meta["Lang"])
     writer._root_object[NameObject("/PageMode")] = NameObject("/UseOutlines")
-    writer.compress_identical_objects(remove_identicals=True, remove_orphans=True)
+    writer.compress_identical_objects(remove_duplicates=True, remove_unreferenced=True)
     with target.open("wb") as stream:
         writer.write(stream)
     return {"front_pages": offset, "pages": len(writer.pages)}
@@ -577,7 +593,7 @@ def build(edition_key: str, out: Path, keep_html: bool = False) -> dict:
         body_pdf = Path(tmp) / "body.pdf"
         print_pdf(page, body_pdf)
         mark("print")
-        dests = named_destinations(PdfReader(body_pdf))
+        dests = named_destinations(PdfReader(body_pdf), page_margins(css))
         missing = [h.text for h in headings if h.dest not in dests]
         if missing:
             sys.exit(f"{edition.key}: no place in the PDF for the headings {missing[:5]}")
@@ -604,7 +620,7 @@ def build(edition_key: str, out: Path, keep_html: bool = False) -> dict:
             "Creator": "scripts/pdf.py: the site printed by Chromium, put together by pypdf",
             "Lang": lang,
         }
-        report.update(assemble(front_pdf, body_pdf, headings, meta, target))
+        report.update(assemble(front_pdf, body_pdf, headings, meta, page_margins(css), target))
         mark("assemble", browser_open=False)
     if keep_html:
         for name, text in documents.items():
@@ -616,6 +632,17 @@ def build(edition_key: str, out: Path, keep_html: bool = False) -> dict:
     report["python_cpu_seconds"] = round(time.process_time(), 1)
     (out / f"{target.stem}.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
     return report
+
+
+PAGES = ROOT / "_build" / "pages"  # the site as published (make pages, make test)
+
+
+def publish(edition: Edition, pdf: Path) -> None:
+    """Put the PDF beside its edition's site (the download button of every page links
+    it): in the built HTML and, once it is assembled, in the site as published."""
+    for site in (edition.html, PAGES / edition.site_path):
+        if (site / "index.html").exists():
+            shutil.copyfile(pdf, site / edition.pdf)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -632,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
         reports = [f.result() for f in futures]
     ok = True
     for report in reports:
+        publish(EDITIONS[report["edition"]], args.out / report["pdf"])
         problems = report["errors"] + report["math"]["errors"]
         problems += report["math"]["untypeset"]
         print(
