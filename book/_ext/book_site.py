@@ -28,6 +28,8 @@
 - The student edition (config value ``book_launch_edition`` set to editions/student)
   builds with the Sphinx tag ``student``, so a page can say what differs with
   ``{only} student`` and ``{only} not student`` blocks.
+- Every page has a button, beside the download menu, to the whole book as PDF (its
+  edition's: scripts/pdf.py puts it at the root of the edition's site).
 """
 
 from __future__ import annotations
@@ -104,11 +106,28 @@ def _arxiv_links(app, pagename, templatename, context, doctree):
         )
 
 
+def _book_pdf_button(app, pagename, templatename, context, doctree):
+    pdf = "attention-book-student.pdf" if app.tags.has("student") else "attention-book.pdf"
+    buttons = context.get("header_buttons", [])
+    at = next((k + 1 for k, b in enumerate(buttons) if b.get("label") == "download-buttons"), 0)
+    buttons.insert(
+        at,
+        {
+            "type": "link",
+            "url": context["pathto"](pdf, 1),
+            "tooltip": "The whole book as PDF",
+            "icon": "fas fa-file-pdf",
+            "label": "book-pdf-button",
+        },
+    )
+
+
 def setup(app):
     app.add_config_value("book_launch_edition", COLAB_EDITION, "html", types=[str])
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _biblioentries_as_list_items, priority=900)
     app.connect("html-page-context", _launch_colab_edition, priority=600)
+    app.connect("html-page-context", _book_pdf_button, priority=600)
     app.connect("html-page-context", _arxiv_links, priority=901)
     app.connect("config-inited", _one_search_field)
     app.connect("doctree-resolved", _drop_empty_html_outputs)
