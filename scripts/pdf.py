@@ -14,6 +14,21 @@ figures, theorems and exercises are the site's own: they are in the HTML it prin
 
 Explorers (helpers.widgets.Explorer) become figures: their initial frame, their caption
 and a note with the address of the page on the website where the figure is interactive.
+Solutions stay in their place, after their exercise, as on the site: the book's PDF is
+the reader's and the instructor's reference, where a solution is read beside its
+exercise (and its code goes on from the chapter's); a class gets the student PDF.
+
+Why this route and not Sphinx's LaTeX builder with XeLaTeX (measured on the 2-core
+machine of `make test`, shared and busy): the HTML exists before the PDF is made and
+Chromium is installed for the browser tests already, so printing costs about 36 s of CPU
+for the book (331 pages) and 30 s for the student edition (289), one edition per core,
+and installs 5 MB (fonts-lmodern; the pypdf and pypdfium2 wheels). The LaTeX route needs
+TeX Live (37 Debian packages, 92 MB: 6 min 48 s to install here) and texlive-fonts-extra
+(509 MB) for the bbm package that jupyter-book's LaTeX class loads; its Sphinx build took
+24 s of CPU and each XeLaTeX pass 19 s (three for the references), and its PDF loses every
+explorer (their output is HTML, which the LaTeX builder cannot show) and the site's
+MathJax macros (\\softmax, \\R, \\lse: undefined control sequences). Printing the site
+keeps what the reader of the site sees, numbers included.
 
 Usage: python scripts/pdf.py [--edition book|student ...] [--out DIR] [--keep-html]
 (every edition whose HTML is built by default; both are, after `make book student`).
