@@ -448,10 +448,10 @@ def test_nothing_runs_off_the_page(edition):
 
 @pytest.mark.parametrize("edition", EDITIONS)
 def test_the_text_fills_the_column(edition):
-    """Justified lines reach the column's right edge on many pages (three in four, in the
-    book; one in fifteen in a book shrunk to fit a code line that did not wrap). Chromium shrinks the
-    whole book to fit when one thing (a code line that does not wrap, a formula, a table)
-    is wider than the page: nothing would run off, everything would be smaller."""
+    """Justified lines reach the column's right edge on many pages (three in four in the
+    book; one in fifteen in a book shrunk to fit a code line that did not wrap). Chromium
+    shrinks the whole book to fit when one thing (a code line that does not wrap, a
+    formula, a table) is wider than the page: nothing runs off, everything is smaller."""
     pdf = book(edition)
     right = LEFT_MARGIN + COLUMN_PT
     body = range(pdf["front"], len(pdf["pdfium"]))
