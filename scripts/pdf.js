@@ -169,6 +169,18 @@
       if (!src.startsWith("data:")) image.src = new URL(src, here).href;
     }
     page.querySelectorAll(".cell_input pre, div[class^='highlight-'] pre").forEach(codeLines);
+    // Code in a table may break after "_" or "(" (check_softmax_jacobian(my_softmax_jacobian)).
+    for (const code of page.querySelectorAll("table code.literal")) {
+      const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+      const texts = [];
+      while (walker.nextNode()) texts.push(walker.currentNode);
+      for (const text of texts) {
+        const parts = text.data.split(/(?<=[_(])/);
+        if (parts.length < 2) continue;
+        const pieces = parts.flatMap((part, k) => (k ? [document.createElement("wbr"), part] : [part]));
+        text.replaceWith(...pieces);
+      }
+    }
     article.append(page);
   }
   // Running heads: each page of the book is a named page whose head is its title.

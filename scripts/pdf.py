@@ -113,8 +113,10 @@ def _apt_install(packages: list[str]) -> None:
     sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
     print(f"installing Debian's {' '.join(packages)}", flush=True)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True)
-    cmd = [*sudo, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]
+    # make test's other lane may be installing a package too: wait for dpkg's lock.
+    wait = ["-o", "DPkg::Lock::Timeout=600"]
+    subprocess.run([*sudo, "apt-get", *wait, "update", "-qq"], check=True)
+    cmd = [*sudo, "apt-get", *wait, "install", "-y", "-qq", "--no-install-recommends", *packages]
     subprocess.run(cmd, check=True, env=env)
 
 
@@ -456,26 +458,35 @@ def cpu_seconds_of_children() -> float:
 # --------------------------------------------------------------------------- assembling
 
 
-def page_margins(css: str) -> tuple[float, float]:
-    """The top and left margins of the pages (print.css's first @page rule), in points."""
-    found = re.search(r"@page\s*\{[^}]*?margin:\s*([\d.]+)mm\s+([\d.]+)mm", css)
+def page_margins(css: str) -> tuple[float, float, float]:
+    """The top, left and bottom margins of the pages (print.css's first @page rule), in
+    points."""
+    found = re.search(
+        r"@page\s*\{[^}]*?margin:\s*([\d.]+)mm\s+[\d.]+mm\s+([\d.]+)mm\s+([\d.]+)mm", css
+    )
     if not found:
-        sys.exit("print.css must give the pages' margins: @page { margin: TOPmm RIGHTmm ... }")
-    return float(found.group(1)) / 25.4 * 72, float(found.group(2)) / 25.4 * 72
+        sys.exit("print.css must give the pages' margins: @page { margin: T R B L (in mm) }")
+    top, bottom, left = (float(found.group(k)) / 25.4 * 72 for k in (1, 2, 3))
+    return top, left, bottom
 
 
-def named_destinations(reader, margins: tuple[float, float]) -> dict[str, tuple[int, float, float]]:
+def named_destinations(
+    reader, margins: tuple[float, float, float]
+) -> dict[str, tuple[int, float, float]]:
     """name -> (page index, left, top) of every named destination Chromium wrote, in the
     page's coordinates: Chromium gives them from the corner of the text area, as if the
-    page had no margins (a link would show its target a margin too high)."""
-    top_margin, left_margin = margins
+    page had no margins (a link would show its target a margin too high). A place in the
+    bottom margin (an element pushed to the next page, which Chromium names where it
+    would have been) is the top of the next page."""
+    top_margin, left_margin, bottom_margin = margins
     out = {}
     for name, dest in reader.named_destinations.items():
-        out[name.lstrip("/")] = (
-            reader.get_destination_page_number(dest),
-            float(dest.get("/Left") or 0) + left_margin,
-            float(dest.get("/Top") or 0) - top_margin,
-        )
+        page = reader.get_destination_page_number(dest)
+        left = float(dest.get("/Left") or 0) + left_margin
+        top = float(dest.get("/Top") or 0) - top_margin
+        if top < bottom_margin + 1 and page + 1 < len(reader.pages):
+            page, top = page + 1, float(reader.pages[page + 1].mediabox.height) - top_margin
+        out[name.lstrip("/")] = (page, left, top)
     return out
 
 

@@ -32,7 +32,7 @@ EDITIONS = list(builder.EDITIONS)
 A4 = (595.28, 841.89)  # points
 MIN_DPI = 200
 CSS = builder.PRINT_CSS.read_text(encoding="utf-8")
-TOP_MARGIN, LEFT_MARGIN = builder.page_margins(CSS)
+TOP_MARGIN, LEFT_MARGIN, _BOTTOM_MARGIN = builder.page_margins(CSS)
 COLUMN_PT = builder.column_px(CSS) * 72 / 96
 
 # Raw TeX (a formula MathJax never typeset, or a MathJax error showing its source), and
