@@ -4,8 +4,9 @@ Usage: python scripts/run_tests.py [STEP ...] [NOTEBOOK ...]
        (no STEP: all of them but `checks`, in this order; `checks` is part of `unit`)
 
 Steps: lint, workflows, unit, nbval, html (both editions, and the site as published, in
-_build/pages), browser (the built site, both editions), colab (the Colab and student
-notebooks on Colab's versions); and checks (the self-checks' tests, the exercises and the
+_build/pages), browser (the built site, both editions), pdf (both editions printed to
+_build/pdf and checked against the site), colab (the Colab and student notebooks on
+Colab's versions); and checks (the self-checks' tests, the exercises and the
 editions' staleness tests: the quick loop after a change to helpers/checks). Notebooks
 named after the steps narrow nbval to them (`make nbval NB=notebooks/01_softmax.ipynb`).
 Every step runs even when an earlier one failed (so one run reports everything); the
@@ -130,6 +131,7 @@ def unit() -> bool:
         "tests",
         "--ignore=tests/site",
         "--ignore=tests/colab",
+        "--ignore=tests/pdf",
     )
 
 
@@ -211,19 +213,30 @@ def browser() -> bool:
     return sh(*PYTEST, "tests/site", "-o", "addopts=", "-n", "2", "--dist", "loadgroup")
 
 
+def pdf() -> bool:
+    """Both editions as PDF, printed from the site the html step built (scripts/pdf.py:
+    one edition per core; each PDF is also put beside its edition in _build/pages), then
+    tests/pdf reads them back and compares them with the site."""
+    ok = sh(sys.executable, ROOT / "scripts" / "pdf.py")
+    return sh(*PYTEST, "tests/pdf", "-o", "addopts=", "-n", "2") and ok
+
+
 def colab() -> bool:
     """Colab's environment is built once per requirements (tests/colab/test_colab_path.py
     keeps it in ~/.cache/attention-book/colab-env); the notebooks run two at a time."""
     return sh(*PYTEST, "tests/colab", "-o", "addopts=", "-n", "2")
 
 
-STEPS = {f.__name__: f for f in (lint, workflows, unit, nbval, html, browser, colab, checks)}
-DEFAULT = ["lint", "workflows", "unit", "nbval", "html", "browser", "colab"]
+STEPS = {f.__name__: f for f in (lint, workflows, unit, nbval, html, browser, pdf, colab, checks)}
+DEFAULT = ["lint", "workflows", "unit", "nbval", "html", "browser", "pdf", "colab"]
 # `make test` runs the steps in two lanes side by side: each step keeps both cores busy
 # most of the time, but not all of it (a page waiting for its fonts, the one long notebook
 # left at the end of nbval, a Sphinx build on one core), and the other lane fills those
-# gaps. The browser tests need the built site, so html comes first in its lane.
-LANES = (["lint", "workflows", "unit", "nbval", "colab"], ["html", "browser"])
+# gaps. The browser tests need the built site, so html comes first in its lane; the PDFs
+# need it too, and are printed at the end of the other lane, which has less to do (a step
+# waits for the steps it needs: NEEDS).
+LANES = (["lint", "workflows", "unit", "nbval", "colab", "pdf"], ["html", "browser"])
+NEEDS = {"pdf": ["html"]}
 LOGS = ROOT / "_build" / "test-logs"  # each step's output, when the lanes run
 
 
@@ -257,9 +270,12 @@ def run_lanes(lanes: tuple[list[str], ...]) -> dict[str, tuple[bool, float]]:
     LOGS.mkdir(parents=True, exist_ok=True)
     results: dict[str, tuple[bool, float]] = {}
     lock = threading.Lock()
+    done = {name: threading.Event() for lane_names in lanes for name in lane_names}
 
     def lane(k: int, names: list[str]) -> None:
         for name in names:
+            for need in NEEDS.get(name, []):
+                done[need].wait()
             with lock:
                 print(f"==== {name} started (lane {k + 1}) ====", flush=True)
             with (LOGS / f"{name}.log").open("w+", errors="replace") as stream:
@@ -274,6 +290,7 @@ def run_lanes(lanes: tuple[list[str], ...]) -> dict[str, tuple[bool, float]]:
                     f"\n==== {name}: {'ok' if ok else 'FAILED'} in {seconds:.1f} s ====", flush=True
                 )
                 print(text, flush=True)
+            done[name].set()
 
     threads = [threading.Thread(target=lane, args=(k, names)) for k, names in enumerate(lanes)]
     for thread in threads:

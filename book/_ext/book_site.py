@@ -40,6 +40,8 @@
   their content: the page carries their addresses, and explorer.js fetches a frame when
   the reader first moves the explorer's controls (an ``<img src>`` swap, which works from a
   downloaded copy of the site opened as file:// too). Nothing is re-executed.
+- Every page has a button, beside the download menu, to the whole book as PDF (its
+  edition's: scripts/pdf.py puts it at the root of the edition's site).
 """
 
 from __future__ import annotations
@@ -201,11 +203,28 @@ def _light_pictures(app, pagename, templatename, context, doctree):
     context["body"] = _IMG.sub('<img loading="lazy" ', body)
 
 
+def _book_pdf_button(app, pagename, templatename, context, doctree):
+    pdf = "attention-book-student.pdf" if app.tags.has("student") else "attention-book.pdf"
+    buttons = context.get("header_buttons", [])
+    at = next((k + 1 for k, b in enumerate(buttons) if b.get("label") == "download-buttons"), 0)
+    buttons.insert(
+        at,
+        {
+            "type": "link",
+            "url": context["pathto"](pdf, 1),
+            "tooltip": "The whole book as PDF",
+            "icon": "fas fa-file-pdf",
+            "label": "book-pdf-button",
+        },
+    )
+
+
 def setup(app):
     app.add_config_value("book_launch_edition", COLAB_EDITION, "html", types=[str])
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _biblioentries_as_list_items, priority=900)
     app.connect("html-page-context", _launch_colab_edition, priority=600)
+    app.connect("html-page-context", _book_pdf_button, priority=600)
     app.connect("html-page-context", _arxiv_links, priority=901)
     app.connect("html-page-context", _unique_ids, priority=902)
     app.connect("html-page-context", _light_pictures, priority=903)
