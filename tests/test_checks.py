@@ -388,7 +388,7 @@ def test_the_core_runs_new_checks_with_several_inputs():
     text = flat(report)
     assert "check_add(subtract): 0 of 2 checks passed" in text
     assert "input:    a = [1, 2]\n              b = [3, 4]" in repr(report)  # one line each
-    assert "a = [1, 1] (float32)" in text
+    assert "FAILED: float32: values differ (rtol=0.0001, atol=1e-06)" in text  # briefly
     assert "largest difference 8 at index 1" in text
     assert (
         checks.RTOL_FLOAT32

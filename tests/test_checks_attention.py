@@ -464,7 +464,9 @@ def test_neg_inf_fill_fails_only_on_the_fully_masked_row_with_nan():
     report = check_masked_attention(neg_inf_fill)
     failures = failed(report)
     assert set(failures) == {"a query with no allowed key"}
-    assert failures["a query with no allowed key"].startswith("the output contains nan")
+    assert failures["a query with no allowed key"].startswith(
+        "the query with no allowed key got nan: all its scores are -inf"
+    )
     text = flat(report)
     assert "weights 0 and output 0 for that row" in text
     assert '(chapter 2, "Fully masked rows")' in text
@@ -700,10 +702,8 @@ def test_check_kernel_attention_catches_the_underflowing_kernel():
         report = checks.check_kernel_attention(kernel_direct)
     problems = failed(report)
     assert sorted(problems) == ["queries far from every key", "tiny sigma = 1e-3 (the nearest key)"]
-    assert all("nan" in p for p in problems.values())
-    assert "every kernel value underflows to 0 here, yet the weights are well defined" in flat(
-        report
-    )
+    assert all("every kernel value underflows to 0, and 0/0 is nan" in p for p in problems.values())
+    assert "a softmax of finite scores, which needs no kernel value" in flat(report)
 
 
 def test_check_kernel_attention_names_the_softmax_over_the_queries():
@@ -828,5 +828,7 @@ def test_check_left_padded_attention_catches_nan_rows():
         report = checks.check_left_padded_attention(nan_rows)
     problems = failed(report)
     assert "no padding (lengths = n)" not in problems
-    assert problems and all("nan" in p for p in problems.values())
+    assert problems and all(
+        "a padding query, which may see no key, gets nan" in p for p in problems.values()
+    )
     assert "weights 0 and output 0" in flat(report)

@@ -195,12 +195,61 @@ def test_the_watch_leaves_no_hook_behind_and_restores_a_profiler():
         assert all(sys.monitoring.get_tool(t) != "helpers.checks" for t in range(6))
 
 
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="sys.monitoring is Python 3.12+")
+def test_with_every_tool_id_taken_the_profiler_hook_is_used():
+    taken = [t for t in (3, 4) if sys.monitoring.get_tool(t) is None]
+    for tool in taken:
+        sys.monitoring.use_tool_id(tool, "another tool")
+    try:
+        with watching([WIDTH]) as called:
+            helpers.theory.min_head_width(np.eye(2))
+        assert called == [WIDTH]
+    finally:
+        for tool in taken:
+            sys.monitoring.free_tool_id(tool)
+
+
+def test_a_running_c_profiler_is_switched_back_on():
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        refused = check_min_head_width(_wrapper)
+        passed = check_min_head_width(my_width)
+        active = sys.getprofile()
+    finally:
+        profiler.disable()
+    assert_refused(refused, WIDTH)
+    assert_all_passed(passed)
+    if not hasattr(sys, "monitoring"):  # 3.11: the hook was handed back to cProfile
+        assert active is profiler
+
+
 def test_the_watch_sees_threads_started_inside_it():
     with watching([WIDTH]) as called:
         thread = threading.Thread(target=helpers.theory.min_head_width, args=(np.eye(3),))
         thread.start()
         thread.join()
     assert called == [WIDTH]
+
+
+def test_calls_made_in_another_process_can_be_recorded():
+    # What a grader's stand-in does: ask what is watched, watch it in the student's
+    # process, and record here what was called there.
+    from helpers.checks.shortcuts import record, watched_names
+
+    assert watched_names() == []
+    with watching([WIDTH, "helpers.softmax.softmax"]) as called:
+        assert watched_names() == [WIDTH, "helpers.softmax.softmax"]
+        record(["helpers.masks.causal_mask", WIDTH])  # an undeclared name is ignored
+    assert called == [WIDTH]
+
+    def stand_in(L):  # the student's function ran elsewhere and called the book's own
+        record(watched_names())
+        return my_width(L)
+
+    assert_refused(check_min_head_width(stand_in), WIDTH)
 
 
 def test_a_stale_declaration_is_ignored_not_raised():
@@ -230,7 +279,7 @@ def test_run_self_check_reports_a_book_call_as_not_attempted():
     result = run_self_check("check_min_head_width", {"f": _wrapper}, "f")
     assert result.status == NOT_ATTEMPTED
     assert result.message == (
-        f"_wrapper calls {WIDTH}, the book's own version: the exercise asks you to write it"
+        f"this calls {WIDTH}, the book's own version: the exercise asks you to write it"
     )
     data = json.loads(json.dumps(result.to_dict()))
     assert data["status"] == "not attempted" and data["book_calls"] == WIDTH

@@ -16,7 +16,15 @@ import numpy as np
 import numpy.typing as npt
 
 from helpers.attention import attention_backward, scaled_dot_product_attention
-from helpers.checks.core import Case, CheckReport, Finding, _name_of, run_checks, section
+from helpers.checks.core import (
+    Case,
+    CheckReport,
+    Finding,
+    _name_of,
+    nan_aware,
+    run_checks,
+    section,
+)
 from helpers.masks import causal_mask
 
 __all__ = [
@@ -480,9 +488,20 @@ def _masked_slips(
                 ),
             )
         )
+        slips.append(
+            (
+                _nan_rows_attention(Q, K, V, allowed),
+                Finding(
+                    "the query with no allowed key got nan: all its scores are -inf, and "
+                    "the softmax of such a row is 0/0",
+                    _FULLY_MASKED_RULE,
+                ),
+            )
+        )
     return slips
 
 
+@nan_aware
 def _masked_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     Q, K, V = _as_float64(*list(case.inputs.values())[:3])
     mask = np.asarray(case.inputs["mask"], dtype=bool)
@@ -1040,6 +1059,16 @@ def _kernel_slips(Q, K, V, sigma) -> list[tuple[np.ndarray, Finding]]:
             ),
         ),
         (
+            _kernel_values_normalised(Q, K, V, sigma),
+            Finding(
+                "the weights are the kernel values divided by their sum: for a tiny sigma, "
+                "or a query far from every key, every kernel value underflows to 0, and "
+                "0/0 is nan",
+                "the weights are a softmax of finite scores, which needs no kernel value "
+                "(part 1 of the exercise)",
+            ),
+        ),
+        (
             np.broadcast_to(V.mean(axis=0), (len(Q), V.shape[1])),
             Finding(
                 "every output row is the mean of the values: the weights do not depend on "
@@ -1050,7 +1079,16 @@ def _kernel_slips(Q, K, V, sigma) -> list[tuple[np.ndarray, Finding]]:
     ]
 
 
+def _kernel_values_normalised(Q, K, V, sigma) -> np.ndarray:
+    """The slip: exp(-|q - k|^2 / (2 sigma^2)) normalised as it is (nan where it underflows)."""
+    with np.errstate(all="ignore"):
+        D = ((Q[:, None, :] - K[None, :, :]) ** 2).sum(axis=-1)
+        W = np.exp(-D / (2 * sigma**2))
+        return W / W.sum(axis=-1, keepdims=True) @ V
+
+
 def _kernel_diagnose(sigma: float) -> Callable[[Case, np.ndarray], list[Finding]]:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         Q, K, V = (np.asarray(case.inputs[k]) for k in ("Q", "K", "V"))
         return _recognise(got, _kernel_slips(Q, K, V, sigma))
@@ -1259,9 +1297,25 @@ def _left_pad_slips(Q, K, V, lengths) -> list[tuple[np.ndarray, Finding]]:
                 _FULLY_MASKED_RULE,
             ),
         ),
+        (
+            _nan_rows_attention(Q, K, V, right),
+            Finding(
+                "a padding query, which may see no key, gets nan: all its scores are -inf, "
+                "and the softmax of such a row is 0/0",
+                _FULLY_MASKED_RULE,
+            ),
+        ),
     ]
 
 
+def _nan_rows_attention(Q, K, V, mask) -> np.ndarray:
+    """Masked attention with a plain softmax: nan in the rows with no allowed key."""
+    S = np.where(mask, Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]), -np.inf)
+    with np.errstate(all="ignore"):
+        return _softmax_rows(S) @ V
+
+
+@nan_aware
 def _left_pad_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     Q, K, V = _as_float64(*(case.inputs[k] for k in ("Q", "K", "V")))
     lengths = np.asarray(case.inputs["lengths"])

@@ -38,6 +38,7 @@ __all__ = [
     "Finding",
     "SelfCheckResult",
     "explain",
+    "nan_aware",
     "recognise",
     "run_checks",
     "run_self_check",
@@ -353,8 +354,8 @@ class CheckReport:
             return f"{self.function} raises NotImplementedError: not attempted yet"
         if self.book_calls:
             return (
-                f"{self.function} calls {_names(self.book_calls)}, the book's own version: "
-                "the exercise asks you to write it"
+                f"this calls {_names(self.book_calls)}, the book's own version: the exercise "
+                "asks you to write it"
             )
         if self.passed:
             return ""
@@ -424,6 +425,7 @@ class CheckReport:
         lines = [f"{head}: {n - len(failed)} of {n} checks passed, {len(failed)} failed."]
         first_seen: dict[tuple[str, str], str] = {}
         slip_seen: dict[tuple[str, str], str] = {}
+        shown_differ = False
         for r in failed:
             same_as = first_seen.setdefault((r.got, r.problem), r.name)
             if same_as != r.name:  # the same output and problem again: say so briefly
@@ -434,6 +436,14 @@ class CheckReport:
                 if same_as != r.name:  # the same slip recognised again: say so briefly
                     lines += ["", f'FAILED: {r.name}: the same problem as "{same_as}"']
                     continue
+            elif r.problem.startswith("values differ") and shown_differ:
+                # no slip recognised: the smallest such case is shown whole, the others
+                # by what differs and what the case expects
+                lines += ["", _wrap(f"FAILED: {r.name}: {r.problem}", "    ")]
+                if r.hint:
+                    lines.append(_field("hint", r.hint))
+                continue
+            shown_differ = shown_differ or r.problem.startswith("values differ")
             lines += ["", f"FAILED: {r.name}"]
             for label, text in (
                 ("input", r.input),
@@ -475,6 +485,17 @@ class Finding:
 
 
 Diagnose = Callable[[Case, np.ndarray], Sequence[Finding]]
+
+
+def nan_aware(diagnose: Diagnose) -> Diagnose:
+    """Mark ``diagnose`` as one that may also be called on an output containing nan.
+
+    By default a diagnosis runs only on finite outputs; one whose table of slips holds
+    answers with nan (a 0/0 that a slip produces), compared entry by entry with nan equal
+    to nan, can name that slip instead of the generic "the output contains nan".
+    """
+    diagnose.nan_aware = True  # type: ignore[attr-defined]
+    return diagnose
 
 
 def run_checks(
@@ -530,7 +551,7 @@ def run_checks(
     ...         "two vectors",
     ...         {"a": np.array([1.0, 2.0]), "b": np.array([3.0, 4.0])},
     ...         np.array([4.0, 6.0]),
-    ...         hint="add a and b entry by entry",
+    ...         hint="the order of a and b does not matter",
     ...     )
     ... ]
     >>> run_checks(np.add, cases, check_name="check_add")
@@ -544,7 +565,7 @@ def run_checks(
         expected: [4, 6]
         got:      [-2, -2]
         problem:  values differ (rtol=1e-06, atol=1e-09): largest difference 8 at index 1
-        hint:     add a and b entry by entry
+        hint:     the order of a and b does not matter
     """
     if not callable(fn):
         raise TypeError(
@@ -779,6 +800,13 @@ def _run_case(
         )
     got = got.astype(np.float64)
     if np.isnan(got).any() and not np.isnan(expected).any():
+        # a table of slips that compares nan with nan may name the slip that gives nan
+        nan_aware = getattr(diagnose, "nan_aware", False)
+        nan_findings = _diagnosed(diagnose, case, got) if nan_aware else []
+        if nan_findings:
+            hint = next((f.hint for f in nan_findings if f.hint), case.hint)
+            problems = "; ".join(f.problem for f in nan_findings)
+            return fail(shown_got, _join(problems, warned), hint)
         return fail(shown_got, _join("the output contains nan", warned))
     rtol, atol = case.tolerances()
     close = np.isclose(got, expected, rtol=rtol, atol=atol)
@@ -799,10 +827,7 @@ def _run_case(
             shown_got,
             _join(f"the output is {_fmt_num(got[i])}{_at(i)} where the answer is finite", warned),
         )
-    findings = []
-    if diagnose is not None:
-        with np.errstate(all="ignore"):  # the reader's output may be huge
-            findings = list(diagnose(case, got))
+    findings = _diagnosed(diagnose, case, got)
     if not findings:
         diff = np.where(close, 0.0, np.abs(got - expected))
         i = _index_of(diff == diff.max())
@@ -815,6 +840,14 @@ def _run_case(
         return fail(shown_got, _join(problem, warned))
     hint = next((f.hint for f in findings if f.hint), case.hint)
     return fail(shown_got, _join("; ".join(f.problem for f in findings), warned), hint)
+
+
+def _diagnosed(diagnose: Diagnose | None, case: Case, got: np.ndarray) -> list[Finding]:
+    """The slips ``diagnose`` recognises in ``got`` ([] without a table of slips)."""
+    if diagnose is None:
+        return []
+    with np.errstate(all="ignore"):  # the reader's output may be huge, or nan
+        return list(diagnose(case, got))
 
 
 def _index_of(mask: np.ndarray) -> tuple[int, ...]:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.checks.core import Case, CheckReport, Diagnose, Finding, explain, section
+from helpers.checks.core import Case, CheckReport, Diagnose, Finding, explain, nan_aware, section
 from helpers.checks.multihead import _append, _run, _Spec, _Unusable
 
 __all__ = [
@@ -88,6 +88,7 @@ def _merge_pick(result: object) -> np.ndarray:
 
 
 def _merge_diagnose(mu1, l1, mu2, l2) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         mu = np.maximum(mu1, mu2)
         common = "both sums must be relative to the same maximum, the union's"
@@ -324,6 +325,7 @@ def _tiled_candidates(Q, K, V, block: int) -> dict[str, tuple[np.ndarray, Findin
 
 
 def _tiled_diagnose(Q, K, V, block: int) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         return _first_match(got, _tiled_candidates(Q, K, V, block))
 
@@ -484,7 +486,7 @@ def check_tiled_attention(fn: Callable[..., npt.ArrayLike], *, hint: bool = Fals
         _BLOCK_BIG,
         f"Q, K, V: ({_N_BIG}, 4) each; block_size = {_BLOCK_BIG}; peak memory measured",
         _N_BIG,
-        lambda case, got: _first_match(got, _tiled_big_candidates()),
+        nan_aware(lambda case, got: _first_match(got, _tiled_big_candidates())),
     )
     return explain(
         dataclasses.replace(report, results=report.results + memory.results),
@@ -537,6 +539,7 @@ def _causal_linear(
 
 
 def _linear_diagnose(Q, K, V) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         both = "both sums run over the keys up to the query"
         with np.errstate(all="ignore"):
@@ -909,6 +912,7 @@ _FLASH1_SLIPS = {
 
 
 def _flash1_diagnose(part: int) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         args = [np.asarray(case.inputs[k]) for k in ("out", "ell", "mu", "Q", "K_c", "V_c")]
         candidates = {
@@ -1050,10 +1054,10 @@ _CHUNK_TEXT = (
     "the chunk: token i uses the keys j <= i, its own included, and its weights sum to 1"
 )
 _CHUNK_MORE = (
-    "split each of the two sums of the causal form at the chunk's first token: the keys "
-    "before the chunk are summarised by the state the earlier chunks left, and the keys of "
-    "the chunk up to the query by the chunk's own C x C matrix, masked. The state takes the "
-    "chunk in only after the chunk's queries have used it"
+    "the two sums of the causal form run over the keys up to the query: some of those keys "
+    "are in earlier chunks, some in the query's own chunk. Find for each part a way to "
+    "compute it within the memory the statement allows, then decide when a chunk joins "
+    "what is carried forward"
 )
 
 
@@ -1140,6 +1144,7 @@ def _chunked_candidates(Q, K, V, chunk: int) -> dict[str, tuple[np.ndarray, Find
 
 
 def _chunked_diagnose(Q, K, V, chunk: int) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         return _first_match(got, _chunked_candidates(Q, K, V, chunk))
 
@@ -1248,7 +1253,7 @@ def check_chunked_linear_attention(
         _CHUNK_BIG,
         f"Q, K, V: ({_N_BIG}, {_D_BIG}) each, chunk = {_CHUNK_BIG}; peak memory measured",
         _N_BIG,
-        lambda case, got: _first_match(got, _chunked_big_candidates()),
+        nan_aware(lambda case, got: _first_match(got, _chunked_big_candidates())),
         limit=24 * 2**20,
     )
     return explain(

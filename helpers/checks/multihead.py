@@ -115,6 +115,8 @@ def _run(
             # nothing to diagnose in the zeros that stand for an unusable result
             return [] if unusable or spec.diagnose is None else spec.diagnose(case, got)
 
+        diagnose.nan_aware = getattr(spec.diagnose, "nan_aware", False)  # type: ignore[attr-defined]
+
         report = run_checks(call, [spec.case], check_name=check_name, diagnose=diagnose)
         result = dataclasses.replace(report.results[0], input=spec.shown)
         if "in place" in result.problem:  # the core's hint speaks of softmax logits

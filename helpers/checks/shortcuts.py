@@ -25,6 +25,11 @@ What it cannot see: a copy of the book's source pasted into the reader's own fun
 new code object), or a call made in another process. Code that installs its own profiler
 while the reader's function runs replaces this one (the call may then go unseen).
 
+For a function that runs in another process (a grader's sealed kernel): the stand-in that
+calls it there asks :func:`watched_names` which names to watch, watches them there with
+this module's :func:`watching`, and reports what was called back here with :func:`record`,
+which the open watches take as if the calls had been made in this process.
+
 Examples
 --------
 >>> import functools
@@ -52,7 +57,7 @@ import threading
 import types
 from collections.abc import Iterable, Iterator
 
-__all__ = ["code_of", "public_names", "watching"]
+__all__ = ["code_of", "public_names", "record", "watched_names", "watching"]
 
 # sys.monitoring's tool ids that debuggers, coverage and profilers leave free (0, 1, 2 and
 # 5 are theirs by convention); the first one free is used.
@@ -93,6 +98,24 @@ def code_of(dotted: str) -> types.CodeType:
     if not isinstance(code, types.CodeType):
         raise TypeError(f"{dotted} is not a Python function (a {type(target).__name__})")
     return code
+
+
+def watched_names() -> list[str]:
+    """The dotted names every open watch is watching, in the order they were declared."""
+    with _lock:
+        return list(dict.fromkeys(name for codes, _ in _open for name in codes.values()))
+
+
+def record(names: Iterable[str]) -> None:
+    """Record calls of ``names`` made elsewhere (another process): each open watch that
+    watches one of them records it, as if it had been entered here. Other names are
+    ignored."""
+    with _lock:
+        for codes, calls in _open:
+            declared = set(codes.values())
+            for name in names:
+                if name in declared and name not in calls:
+                    calls.append(name)
 
 
 def public_names(called: Iterable[str]) -> list[str]:
