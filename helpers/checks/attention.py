@@ -1428,9 +1428,9 @@ def check_left_padded_attention(fn: Callable[..., object], *, hint: bool = False
         "check_left_padded_attention",
         specs,
         see=f"{_MASKS} and {_FULLY_MASKED}",
-        more="build the mask from two conditions and combine them: one on the query and "
-        "the key (causal), one on the sequence and the key (is it a real token?); "
-        "broadcasting the second over the queries gives the batch's (b, n, n) mask. Then "
-        "make the softmax of a row with no allowed key give zeros rather than 0/0",
+        more="the mask is two conditions at once: whether the key comes after the query, "
+        "and whether the key is a real token of its sequence; find an array for each and "
+        "combine them into the batch's (b, n, n) mask. Then make the softmax of a row with "
+        "no allowed key give zeros rather than 0/0",
         hint=hint,
     )
