@@ -12,7 +12,7 @@ from helpers.checks import (
     check_next_token_distribution,
     check_top_k_gating,
 )
-from tests.report_text import assert_all_passed, failed, flat
+from tests.report_text import assert_all_passed, assert_refused, failed, flat
 
 # ---------------------------------------------------------------------------
 # Answers as a reader would write them; keywords reproduce the usual slips
@@ -103,11 +103,11 @@ def reader_next(logits, temperature, top_k, *, slip=None):
 # ---------------------------------------------------------------------------
 
 
-def test_check_top_k_gating_passes_the_right_answer_and_the_reference():
+def test_check_top_k_gating_passes_the_right_answer_and_refuses_the_books():
     assert_all_passed(check_top_k_gating(reader_top_k))
     from helpers import top_k_gating
 
-    assert_all_passed(check_top_k_gating(top_k_gating))
+    assert_refused(check_top_k_gating(top_k_gating), "helpers.moe.top_k_gating")
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,9 @@ def test_check_load_balancing_loss():
     assert_all_passed(check_load_balancing_loss(reader_balance))
     from helpers import load_balancing_loss
 
-    assert_all_passed(check_load_balancing_loss(load_balancing_loss))
+    assert_refused(
+        check_load_balancing_loss(load_balancing_loss), "helpers.moe.load_balancing_loss"
+    )
     for slip, phrase in [
         ("no k", "k times too large"),
         ("no N", "factor N"),
@@ -163,7 +165,9 @@ def test_check_next_token_distribution():
     def reference(z, t, k):
         return next_token_distribution(z, temperature=t, top_k=k)
 
-    assert_all_passed(check_next_token_distribution(reference))
+    assert_refused(
+        check_next_token_distribution(reference), "helpers.models.next_token_distribution"
+    )
     for slip, phrase in [
         ("multiply", "multiplied by τ"),
         ("zero after", "without renormalising"),
@@ -202,7 +206,10 @@ def test_check_beam_search():
     from helpers import beam_search
 
     assert_all_passed(check_beam_search(reader_beam))
-    assert_all_passed(check_beam_search(lambda f, p, t, w: beam_search(f, p, t, beam_width=w)))
+    assert_refused(
+        check_beam_search(lambda f, p, t, w: beam_search(f, p, t, beam_width=w)),
+        "helpers.models.beam_search",
+    )
     for slip, phrase, n_failed in [
         ("greedy", "this is greedy decoding", 3),
         ("last step", "log-probability alone", 3),

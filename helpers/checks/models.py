@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from helpers.checks.core import Case, CheckReport, Finding, run_checks
+from helpers.checks.core import Case, CheckReport, Finding, run_checks, section
 from helpers.models import IGNORE_INDEX, beam_search, next_token_distribution
 from helpers.moe import load_balancing_loss, top_k_gating
 from helpers.softmax import softmax
@@ -68,9 +68,9 @@ def _topk_slips(h: np.ndarray, k: int) -> list[tuple[np.ndarray, Finding]]:
         (
             softmax(np.where(small, h, -np.inf)),
             Finding(
-                "the k SMALLEST logits were selected (an ascending sort read from the front, "
-                "or np.argsort(h)[..., :k]): the router must pick the experts it scores highest",
-                "take the last k of np.argsort(h, axis=-1), or np.argsort(-h, axis=-1)[..., :k]",
+                "the k SMALLEST logits were selected (an ascending sort read from the front): "
+                "the router must pick the experts it scores highest",
+                "the router keeps the experts with the largest logits",
             ),
         ),
         (
@@ -78,34 +78,45 @@ def _topk_slips(h: np.ndarray, k: int) -> list[tuple[np.ndarray, Finding]]:
             Finding(
                 "the gates are the full softmax's values at the top k, not renormalised: "
                 "they sum to less than 1",
-                "divide the selected probabilities by their sum (or take the softmax of the "
-                "k selected logits only)",
+                "the gates of a token sum to 1",
             ),
         ),
         (
             p,
             Finding(
                 "every expert keeps its softmax weight: nothing outside the top k was zeroed",
-                "set every gate outside the k largest logits to 0 (their logits to -inf "
-                "before the softmax)",
+                "a gate outside the top k is exactly 0",
             ),
         ),
         (
             sel / k,
             Finding(
                 "the selected experts get equal gates 1/k: the gates must depend on the logits",
-                "softmax over the k selected logits",
+                "a larger logit gets a larger gate",
             ),
         ),
     ]
 
 
-def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
+def check_top_k_gating(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check ``fn(router_logits, k) -> gates`` (``(..., E)``, or a tuple starting with it).
 
     The gates must be zero outside each row's ``k`` largest logits and equal to the
-    softmax of those ``k`` logits (Shazeer et al. 2017, Mixtral). Recognised slips: the
-    ``k`` smallest logits selected, no renormalisation, no zeroing, equal gates ``1/k``.
+    softmax of those ``k`` logits (Shazeer et al. 2017, Mixtral); ``k`` arrives as a
+    Python int. ``hint=True`` adds a fuller hint to a failing report. Recognised slips:
+    the ``k`` smallest logits selected, no renormalisation, no zeroing, equal gates
+    ``1/k``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_top_k_gating
+    >>> def first_k(router_logits, k):  # the first k experts, whatever the logits
+    ...     gates = np.zeros(np.shape(router_logits))
+    ...     gates[..., :k] = 1 / k
+    ...     return gates
+    >>> check_top_k_gating(first_k).status
+    'failed'
     """
     _require_callable(fn, "check_top_k_gating")
 
@@ -114,28 +125,53 @@ def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
         return _first(fn(router_logits, int(k)))
 
     raw = [
-        ("one token, k = 2", np.array([1.0, 3.0, 0.0, 2.0]), 2),
-        ("a batch of tokens, k = 2", np.array([[0.5, -1.0, 2.0], [0.1, 0.2, 0.3]]), 2),
-        ("k = 1 (one expert, gate 1)", np.array([[0.3, 1.2, -0.4, 0.0]]), 1),
-        ("k = N: the plain softmax", np.array([[1.0, 2.0, 3.0]]), 3),
-        ("large logits", np.array([[1000.0, 999.0, -1000.0, 0.0]]), 2),
+        (
+            "one token, k = 2",
+            np.array([1.0, 3.0, 0.0, 2.0]),
+            2,
+            "the experts with logits 3 and 2 are kept, the others get 0; the two gates sum to 1",
+        ),
+        (
+            "a batch of tokens, k = 2",
+            np.array([[0.5, -1.0, 2.0], [0.1, 0.2, 0.3]]),
+            2,
+            "each token keeps its own two experts",
+        ),
+        (
+            "k = 1 (one expert, gate 1)",
+            np.array([[0.3, 1.2, -0.4, 0.0]]),
+            1,
+            "one expert kept: its gate is 1",
+        ),
+        ("k = N: the plain softmax", np.array([[1.0, 2.0, 3.0]]), 3, "every expert kept"),
+        (
+            "large logits",
+            np.array([[1000.0, 999.0, -1000.0, 0.0]]),
+            2,
+            'logits near 1000: the gates are finite (chapter 1, "Computing softmax without '
+            'overflow")',
+        ),
     ]
     cases = [
-        Case(
-            name,
-            {"router_logits": h, "k": np.array(k)},
-            top_k_gating(h, k)[0],
-            hint="keep the k largest logits of each row, take their softmax (max-shift "
-            "first), put the results at their positions and 0 elsewhere",
-        )
-        for name, h, k in raw
+        Case(name, {"router_logits": h, "k": np.array(k)}, top_k_gating(h, k)[0], hint=text)
+        for name, h, k, text in raw
     ]
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         h, k = case.inputs["router_logits"], int(case.inputs["k"])
         return _recognise(got, _topk_slips(h, k))
 
-    return run_checks(call, cases, check_name="check_top_k_gating", diagnose=diagnose)
+    return run_checks(
+        call,
+        cases,
+        check_name="check_top_k_gating",
+        diagnose=diagnose,
+        see=section(7, "Top-k gating"),
+        more="choose each token's k experts from its logits, then make their gates a "
+        "distribution over those k alone, as a softmax would over their logits; every other "
+        "expert gets exactly 0",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -143,15 +179,23 @@ def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
 # ---------------------------------------------------------------------------
 
 
-def check_load_balancing_loss(fn: Callable[..., object]) -> CheckReport:
+def check_load_balancing_loss(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check ``fn(router_probs, expert_indices, num_experts) -> float``: ``N Σ f_i P_i``.
 
     ``f_i`` is the fraction of the ``k T`` token-to-expert assignments that go to expert
-    ``i`` and ``P_i`` the mean router probability of expert ``i``. Recognised slips:
-    counting the ``k`` choices without dividing by ``k`` (Hugging Face's convention,
-    ``k`` times larger), forgetting the factor ``N``, ``f`` computed from the
-    probabilities (``N Σ P_i²``), the gates' fractions and probabilities swapped in a
-    way that changes the value.
+    ``i`` and ``P_i`` the mean router probability of expert ``i``; ``num_experts``
+    arrives as a Python int. ``hint=True`` adds a fuller hint to a failing report.
+    Recognised slips: counting the ``k`` choices without dividing by ``k`` (Hugging
+    Face's convention, ``k`` times larger), forgetting the factor ``N``, ``f`` computed
+    from the probabilities (``N Σ P_i²``).
+
+    Examples
+    --------
+    >>> from helpers.checks import check_load_balancing_loss
+    >>> def always_balanced(router_probs, expert_indices, num_experts):  # no measurement
+    ...     return 1.0
+    >>> [r.name for r in check_load_balancing_loss(always_balanced).results if r.passed]
+    ['uniform router: 1']
     """
     _require_callable(fn, "check_load_balancing_loss")
 
@@ -162,20 +206,43 @@ def check_load_balancing_loss(fn: Callable[..., object]) -> CheckReport:
     p4 = softmax(np.array([[2.0, 0.0, 0.0, -1.0], [1.0, 1.5, 0.0, 0.0], [0.0, 0.0, 3.0, 0.0]]))
     p3 = softmax(np.array([[1.0, 0.0, -1.0], [0.5, 0.0, 2.0], [0.0, 1.0, 0.0], [2.0, 1.0, 0.0]]))
     raw = [
-        ("k = 1, three tokens", p4, np.array([[0], [1], [2]]), 4),
-        ("k = 2, four tokens", p3, np.argsort(-p3, axis=-1)[:, :2], 3),
-        ("uniform router: 1", np.full((4, 2), 0.5), np.array([[0], [1], [1], [0]]), 2),
-        ("collapse: N", np.tile([1.0, 0.0, 0.0], (3, 1)), np.zeros((3, 1), int), 3),
+        (
+            "k = 1, three tokens",
+            p4,
+            np.array([[0], [1], [2]]),
+            4,
+            "three tokens, one expert each, four experts: expert 3 gets no token",
+        ),
+        (
+            "k = 2, four tokens",
+            p3,
+            np.argsort(-p3, axis=-1)[:, :2],
+            3,
+            "four tokens sent to two experts each: eight assignments",
+        ),
+        (
+            "uniform router: 1",
+            np.full((4, 2), 0.5),
+            np.array([[0], [1], [1], [0]]),
+            2,
+            "perfectly balanced routing gives 1, whatever the number of experts",
+        ),
+        (
+            "collapse: N",
+            np.tile([1.0, 0.0, 0.0], (3, 1)),
+            np.zeros((3, 1), int),
+            3,
+            "every token sent to expert 0 with probability 1: the loss's largest value, N",
+        ),
     ]
     cases = [
         Case(
             name,
             {"router_probs": p, "expert_indices": idx, "num_experts": np.array(E)},
             np.array(load_balancing_loss(p, idx, E)),
-            hint="f_i = (number of assignments to expert i) / (k T), P_i = mean over the "
-            "tokens of router_probs[:, i]; return N * sum(f * P)",
+            hint=text,
         )
-        for name, p, idx, E in raw
+        for name, p, idx, E, text in raw
     ]
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
@@ -191,14 +258,14 @@ def check_load_balancing_loss(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "the loss is k times too large: the k choices of each token were counted "
                     "without dividing by k (Hugging Face's Mixtral convention)",
-                    "divide the counts by k T, so that the fractions f_i sum to 1",
+                    "the fractions f_i sum to 1 over the experts",
                 ),
             ),
             (
                 np.array(ref / E),
                 Finding(
                     "the factor N (the number of experts) is missing",
-                    "multiply by N so that uniform routing gives 1 whatever N is",
+                    "perfectly balanced routing gives 1, whatever the number of experts",
                 ),
             ),
             (
@@ -213,7 +280,18 @@ def check_load_balancing_loss(fn: Callable[..., object]) -> CheckReport:
             return _recognise(got, slips[1:])  # for k = 1 the first slip is the answer
         return _recognise(got, slips)
 
-    return run_checks(call, cases, check_name="check_load_balancing_loss", diagnose=diagnose)
+    return run_checks(
+        call,
+        cases,
+        check_name="check_load_balancing_loss",
+        diagnose=diagnose,
+        see=section(7, "The load-balancing loss"),
+        more="f says where the tokens were sent (count the assignments in expert_indices), "
+        "P what the router wanted (average router_probs over the tokens); both are "
+        "fractions over the experts. The loss combines them expert by expert and is scaled "
+        "so that balanced routing gives 1",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -241,7 +319,7 @@ def _mlm_reference(
     return np.stack([corrupted, labels])
 
 
-def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
+def check_mlm_corruption(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check ``fn(input_ids, u_select, u_kind, random_ids, mask_token_id)``.
 
     It must return ``(corrupted, labels)``: token ``t`` is selected when
@@ -250,6 +328,16 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
     ``labels`` is the original token where selected and ``-100`` elsewhere. Recognised
     slips: every selected token masked (no 80/10/10), labels at every position, the
     80% [MASK] and 10% random branches exchanged, the random and keep branches exchanged.
+    ``mask_token_id`` arrives as a Python int; ``hint=True`` adds a fuller hint to a
+    failing report.
+
+    Examples
+    --------
+    >>> from helpers.checks import check_mlm_corruption
+    >>> def untouched(input_ids, u_select, u_kind, random_ids, mask_token_id):
+    ...     return input_ids, input_ids  # nothing corrupted, every label kept
+    >>> check_mlm_corruption(untouched).status
+    'failed'
     """
     _require_callable(fn, "check_mlm_corruption")
 
@@ -266,8 +354,25 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
     rand = np.array([40, 41, 42, 43, 44, 45, 46, 47])
     batch_ids = np.array([[5, 6, 7], [8, 9, 10]])
     raw = [
-        ("eight tokens, all three kinds", ids, u_sel, u_kind, rand, 3),
-        ("nothing selected", ids, np.full(8, 0.5), u_kind, rand, 3),
+        (
+            "eight tokens, all three kinds",
+            ids,
+            u_sel,
+            u_kind,
+            rand,
+            3,
+            "tokens 0, 2, 3 and 5 are selected (u_select < 0.15), and among them each of "
+            "the three kinds occurs",
+        ),
+        (
+            "nothing selected",
+            ids,
+            np.full(8, 0.5),
+            u_kind,
+            rand,
+            3,
+            "no token is selected: the input comes back unchanged, and the loss sees nothing",
+        ),
         (
             "a batch of two sequences",
             batch_ids,
@@ -275,6 +380,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
             np.array([[0.5, 0.5, 0.85], [0.95, 0.1, 0.2]]),
             np.array([[30, 31, 32], [33, 34, 35]]),
             1,
+            "the same rule on a batch, token by token",
         ),
     ]
     cases = [
@@ -288,10 +394,9 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 "mask_token_id": np.array(m),
             },
             _mlm_reference(i, us, uk, r, m),
-            hint="selected = u_select < 0.15; among them [MASK] if u_kind < 0.8, the random "
-            "id if u_kind < 0.9, else unchanged; labels = where(selected, input_ids, -100)",
+            hint=text,
         )
-        for name, i, us, uk, r, m in raw
+        for name, i, us, uk, r, m, text in raw
     ]
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
@@ -303,7 +408,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "every selected token became [MASK]: BERT masks 80%, replaces 10% by a "
                     "random token and keeps 10%",
-                    "use u_kind to choose among [MASK] (< 0.8), random (< 0.9) and unchanged",
+                    "u_kind decides which of the three things happens to a selected token",
                 ),
             ),
             (
@@ -311,7 +416,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "labels are set at every position: the loss would also train the model to "
                     "copy the tokens it can see",
-                    "labels = -100 wherever the token was not selected",
+                    "the loss sees the selected tokens only",
                 ),
             ),
             (
@@ -319,8 +424,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "the 80% and 10% branches are exchanged: 10% of the selected tokens became "
                     "[MASK] and 80% a random token",
-                    "u_kind < 0.8: [MASK]; 0.8 <= u_kind < 0.9: random id; u_kind >= 0.9: "
-                    "unchanged",
+                    "reread the statement's thresholds of u_kind, branch by branch",
                 ),
             ),
             (
@@ -328,13 +432,23 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "the random and the unchanged branches are exchanged (u_kind >= 0.9 should "
                     "keep the token)",
-                    "0.8 <= u_kind < 0.9: random id; u_kind >= 0.9: unchanged",
+                    "reread the statement's thresholds of u_kind, branch by branch",
                 ),
             ),
         ]
         return _recognise(got, slips)
 
-    return run_checks(call, cases, check_name="check_mlm_corruption", diagnose=diagnose)
+    return run_checks(
+        call,
+        cases,
+        check_name="check_mlm_corruption",
+        diagnose=diagnose,
+        see=section(7, "The masked-language-model objective"),
+        more="decide first, token by token, whether it is selected; then, for the selected "
+        "ones only, which of the three things happens, from u_kind; the labels follow the "
+        "selection alone",
+        hint=hint,
+    )
 
 
 def _swap_branches(ids, u_select, u_kind, random_ids, mask_id) -> np.ndarray:
@@ -351,12 +465,23 @@ def _swap_branches(ids, u_select, u_kind, random_ids, mask_id) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
+def check_next_token_distribution(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check ``fn(logits, temperature, top_k) -> probs``: softmax(z / τ) over the top ``k``.
 
-    ``top_k=None`` keeps every token. Recognised slips: the temperature multiplying the
-    logits, dividing the probabilities by the temperature, top-``k`` applied after the
-    softmax without renormalising, ``k - 1`` or ``k + 1`` tokens kept.
+    ``top_k=None`` keeps every token; ``temperature`` arrives as a Python float and
+    ``top_k`` as a Python int or None. ``hint=True`` adds a fuller hint to a failing
+    report. Recognised slips: the temperature multiplying the logits, dividing the
+    probabilities by the temperature, top-``k`` applied after the softmax without
+    renormalising, ``k - 1`` or ``k + 1`` tokens kept.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_next_token_distribution
+    >>> def greedy(logits, temperature, top_k):  # all the probability on the largest logit
+    ...     return (logits == logits.max(axis=-1, keepdims=True)).astype(float)
+    >>> check_next_token_distribution(greedy).status
+    'failed'
     """
     _require_callable(fn, "check_next_token_distribution")
 
@@ -366,21 +491,51 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
         return fn(logits, float(temperature), None if k == 0 else k)
 
     raw = [
-        ("τ = 1, every token", np.array([2.0, 1.0, 0.5, -1.0]), 1.0, 0),
-        ("τ = 0.5, every token", np.array([2.0, 1.0, 0.5, -1.0]), 0.5, 0),
-        ("τ = 2, top 2", np.array([[0.0, 3.0, 1.0, 2.0], [1.0, -1.0, 0.5, 0.0]]), 2.0, 2),
-        ("τ = 0.8, top 3 of 5", np.array([0.3, -0.2, 1.7, 0.9, 1.1]), 0.8, 3),
-        ("large logits, τ = 0.1", np.array([500.0, 499.0, -500.0]), 0.1, 2),
+        (
+            "τ = 1, every token",
+            np.array([2.0, 1.0, 0.5, -1.0]),
+            1.0,
+            0,
+            "τ = 1 and no truncation: the plain softmax of the logits",
+        ),
+        (
+            "τ = 0.5, every token",
+            np.array([2.0, 1.0, 0.5, -1.0]),
+            0.5,
+            0,
+            "τ = 0.5 sharpens the distribution: the largest logit's probability grows",
+        ),
+        (
+            "τ = 2, top 2",
+            np.array([[0.0, 3.0, 1.0, 2.0], [1.0, -1.0, 0.5, 0.0]]),
+            2.0,
+            2,
+            "two tokens kept per row, the others at exactly 0; τ = 2 flattens the two",
+        ),
+        (
+            "τ = 0.8, top 3 of 5",
+            np.array([0.3, -0.2, 1.7, 0.9, 1.1]),
+            0.8,
+            3,
+            "three of five tokens kept; their probabilities sum to 1",
+        ),
+        (
+            "large logits, τ = 0.1",
+            np.array([500.0, 499.0, -500.0]),
+            0.1,
+            2,
+            'logits of 500 at τ = 0.1: the probabilities are finite (chapter 1, "Computing '
+            'softmax without overflow")',
+        ),
     ]
     cases = [
         Case(
             f"{name} (top_k = {k or 'None'})",
             {"logits": z, "temperature": np.array(t), "top_k": np.array(k)},
             next_token_distribution(z, temperature=t, top_k=k or None),
-            hint="divide the logits by τ, set all but the k largest to -inf, then take a "
-            "stable softmax",
+            hint=text,
         )
-        for name, z, t, k in raw
+        for name, z, t, k, text in raw
     ]
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
@@ -393,7 +548,7 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
                 next_token_distribution(z * t * t, temperature=t, top_k=k),
                 Finding(
                     "the logits were multiplied by τ instead of divided by it",
-                    "softmax(z / τ): a small τ must sharpen the distribution",
+                    "a small τ sharpens the distribution, a large one flattens it",
                 ),
             )
         ]
@@ -406,7 +561,7 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
                     Finding(
                         "the tokens outside the top k were zeroed after the softmax without "
                         "renormalising: the probabilities sum to less than 1",
-                        "set the logits outside the top k to -inf before the softmax",
+                        "the kept tokens' probabilities sum to 1",
                     ),
                 )
             )
@@ -417,7 +572,7 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
                             next_token_distribution(z, temperature=t, top_k=kk),
                             Finding(
                                 f"{what} tokens were kept instead of k",
-                                "keep exactly the k largest logits (np.sort(z)[..., -k])",
+                                "keep exactly k tokens per row",
                             ),
                         )
                     )
@@ -428,13 +583,24 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
                     Finding(
                         "the probabilities were divided by τ: the temperature divides the "
                         "logits, before the softmax",
-                        "softmax(z / τ)",
+                        "the result is a probability distribution: it sums to 1",
                     ),
                 )
             )
         return _recognise(got, slips)
 
-    return run_checks(call, cases, check_name="check_next_token_distribution", diagnose=diagnose)
+    return run_checks(
+        call,
+        cases,
+        check_name="check_next_token_distribution",
+        diagnose=diagnose,
+        see=section(7, "Sampling: temperature and top-k"),
+        more="two changes of the logits, then one softmax: the temperature rescales them and "
+        "the truncation removes all but the k largest. Make the removed tokens end with "
+        "probability exactly 0 and the kept ones sum to 1, and keep the softmax finite for "
+        "large logits",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
