@@ -615,22 +615,32 @@ def next_token_distribution(
         Keep only the ``k`` largest logits (ties at the threshold are kept too) and
         renormalise; default: the whole vocabulary.
     top_p : float, optional
-        Nucleus sampling (Holtzman et al. 2020), in ``(0, 1]``: of the tokens left by
-        top-``k``, sorted by decreasing probability, keep the smallest prefix whose
-        probability sums to at least ``top_p`` (a token is kept when the probability of
-        the tokens ranked above it is below ``top_p``; the most likely token is always
-        kept), and renormalise. Default (or 1): no truncation.
+        Nucleus sampling (Holtzman et al. 2020), in ``(0, 1]``: rank the tokens left by
+        top-``k`` by decreasing probability, a tie going to the *later* token, and keep
+        the shortest prefix of that ranking whose probability sums to at least ``top_p``
+        (a token is kept when the tokens ranked above it hold less than ``top_p``; the
+        most likely token is always kept), then renormalise. Default (or 1): no
+        truncation.
 
     Returns
     -------
     probs : (..., V) ndarray
-        :math:`\operatorname{softmax}(z / \tau)` over the kept tokens, 0 elsewhere.
+        :math:`\operatorname{softmax}(z / \tau)` over the kept tokens, 0 elsewhere, in the
+        dtype of ``logits`` (float64 for integer logits).
 
     Notes
     -----
-    Top-``p`` is computed as Hugging Face computes it: probabilities sorted in increasing
-    order, their cumulative sums ``c``, and a token removed when ``c <= 1 - top_p``. Tied
-    probabilities are ranked by index (a stable sort), the larger index first.
+    Top-``p`` decides which tokens to keep in float64, whatever the dtype of ``logits``.
+    The ranking, ties included, is that of Hugging Face's ``TopPLogitsWarper`` (an
+    ascending stable sort, read from the end; its PyTorch sort keeps ties in index order
+    for short rows). The warper removes a token when the cumulative probability of it and
+    every token ranked below it is at most ``1 - top_p``, which is the same rule in exact
+    arithmetic. At an exact boundary the two computations round differently: for
+    probabilities ``(0.5, 0.3, 0.2)`` and ``top_p = 0.8`` the first two tokens hold exactly
+    0.8, so the third goes, but ``1 - 0.8`` is ``0.19999999999999996`` in float64 and the
+    warper keeps it (in float32 it drops it). Here a mass within ``1e-9`` of ``top_p``
+    counts as reaching it, so exact boundaries are decided as exact arithmetic decides
+    them; elsewhere the kept tokens are the warper's (the tests compare them).
 
     Examples
     --------
@@ -666,16 +676,26 @@ def next_token_distribution(
         if k < z.shape[-1]:
             kth = np.sort(z, axis=-1)[..., -k, None]  # the k-th largest logit
             z = np.where(z >= kth, z, -np.inf)
-    p = softmax(z, axis=-1)
-    if top_p is None or top_p == 1:
-        return p
-    order = np.argsort(p, axis=-1, kind="stable")  # increasing probability
-    cum = np.cumsum(np.take_along_axis(p, order, axis=-1), axis=-1)  # (..., V)
-    remove_sorted = cum <= 1 - float(top_p)
-    remove_sorted[..., -1] = False  # the most likely token stays
-    remove = np.empty_like(remove_sorted)
-    np.put_along_axis(remove, order, remove_sorted, axis=-1)
-    return softmax(np.where(remove, -np.inf, z), axis=-1)
+    if top_p is not None and top_p < 1:
+        z = np.where(_nucleus(z, float(top_p)), z, -np.inf)
+    return softmax(z, axis=-1)
+
+
+_TOP_P_SLACK = 1e-9  # a mass this close to top_p counts as reaching it
+
+
+def _nucleus(z: np.ndarray, top_p: float) -> np.ndarray:
+    """The tokens top-``p`` keeps, ``(..., V)`` booleans (see :func:`next_token_distribution`)."""
+    q = softmax(z.astype(np.float64), axis=-1)
+    # most probable first; ties: the later token first (an ascending stable sort, reversed)
+    order = np.flip(np.argsort(q, axis=-1, kind="stable"), axis=-1)
+    q_sorted = np.take_along_axis(q, order, axis=-1)
+    above = np.cumsum(q_sorted, axis=-1) - q_sorted  # the mass ranked above each token
+    keep_sorted = above < top_p - _TOP_P_SLACK
+    keep_sorted[..., 0] = True  # the most likely token stays
+    keep = np.empty_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    return keep
 
 
 def sample_next_token(

@@ -333,6 +333,77 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p():
         assert np.allclose(q[:kept], p[:kept] / p[:kept].sum())
 
 
+def _kept(q, top_p):
+    return np.flatnonzero(next_token_distribution(np.log(np.asarray(q)), top_p=top_p)).tolist()
+
+
+def _hf_kept(q, top_p, dtype=None):
+    """The tokens Hugging Face's TopPLogitsWarper keeps, alone (float64 unless told)."""
+    from transformers import TopPLogitsWarper
+
+    scores = torch.tensor(np.log(np.asarray(q))[None, :], dtype=dtype or torch.float64)
+    out = TopPLogitsWarper(top_p)(torch.zeros((1, 1), dtype=torch.long), scores)
+    return np.flatnonzero(torch.isfinite(out[0]).numpy()).tolist()
+
+
+@pytest.mark.parametrize(
+    ("q", "top_p", "kept"),
+    [
+        ((0.25, 0.25, 0.25, 0.25), 0.5, [2, 3]),  # the later of tied tokens ranks higher
+        ((0.25, 0.25, 0.25, 0.25), 0.6, [1, 2, 3]),
+        ((0.4, 0.3, 0.3), 0.5, [0, 2]),
+        ((0.3, 0.4, 0.3), 0.75, [1, 2, 0]),
+        ((0.1, 0.3, 0.1, 0.3, 0.2), 0.5, [1, 3]),
+        ((0.1, 0.3, 0.1, 0.3, 0.2), 0.65, [1, 3, 4]),
+        ((0.1, 0.3, 0.1, 0.3, 0.2), 0.85, [1, 2, 3, 4]),
+    ],
+)
+def test_top_p_breaks_ties_as_hugging_face_does(q, top_p, kept):
+    # Ties rank the later token higher: the kept set is a prefix of that ranking, and it is
+    # the warper's (rows of at most 16 tokens, where PyTorch's CPU sort keeps ties in order).
+    assert _kept(q, top_p) == sorted(kept)
+    assert _hf_kept(q, top_p) == sorted(kept)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_top_p_with_many_ties_equals_hugging_face(seed):
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(3, 17))  # PyTorch's CPU sort keeps ties in index order up to 16
+    q = rng.choice([1.0, 2.0, 3.0], size=V)
+    q = q / q.sum()
+    top_p = float(rng.uniform(0.05, 0.95))
+    assert _kept(q, top_p) == _hf_kept(q, top_p), (q, top_p)
+
+
+@pytest.mark.parametrize(
+    ("q", "top_p", "kept"),
+    [
+        ((0.5, 0.3, 0.2), 0.8, [0, 1]),  # 0.5 + 0.3 is exactly 0.8: the third goes
+        ((0.5, 0.25, 0.125, 0.125), 0.75, [0, 1]),
+        ((0.25, 0.25, 0.25, 0.25), 0.5, [2, 3]),
+        ((0.2, 0.2, 0.2, 0.2, 0.2), 0.6, [2, 3, 4]),
+        ((0.4, 0.3, 0.2, 0.1), 0.7, [0, 1]),
+        ((0.4, 0.3, 0.2, 0.1), 0.9, [0, 1, 2]),
+    ],
+)
+def test_top_p_at_an_exact_boundary_is_decided_as_in_exact_arithmetic(q, top_p, kept):
+    # A set whose mass is exactly p reaches p. Hugging Face's warper agrees on either side
+    # of the boundary (p -+ 1e-6); at p itself its answer rests on rounding.
+    assert _kept(q, top_p) == kept
+    assert _hf_kept(q, top_p - 1e-6) == kept == _kept(q, top_p - 1e-6)
+    assert _hf_kept(q, top_p + 1e-6) == _kept(q, top_p + 1e-6)
+    assert len(_kept(q, top_p + 1e-6)) == len(kept) + 1
+
+
+def test_top_p_boundary_rounding_of_hugging_face_is_what_the_docstring_says():
+    # (0.5, 0.3, 0.2), p = 0.8: the warper compares 0.2 with 1 - 0.8 = 0.19999999999999996
+    # and keeps the third token in float64; in float32 it drops it.
+    assert 1 - 0.8 < 0.2
+    assert _hf_kept((0.5, 0.3, 0.2), 0.8) == [0, 1, 2]
+    assert _hf_kept((0.5, 0.3, 0.2), 0.8, torch.float32) == [0, 1]
+    assert _kept((0.5, 0.3, 0.2), 0.8) == [0, 1]
+
+
 def test_top_p_extreme_inputs_stay_finite():
     z = np.array([[1e4, 1e4 - 1.0, -1e4, 0.0]])
     q = next_token_distribution(z, temperature=1e-3, top_p=0.9)
