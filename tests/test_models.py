@@ -627,3 +627,215 @@ def test_beam_search_bad_input():
         beam_search(np.zeros(3), [0], 2, beam_width=2)
     with pytest.raises(ValueError, match=r"must return shape \(1, V\)"):
         beam_search(lambda t: np.zeros(3), [0], 2, beam_width=2)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_beam_search_bad_end_token_or_length_penalty(bad):
+    def f(tokens):
+        return np.zeros((len(tokens), 3))
+
+    with pytest.raises((ValueError, TypeError), match="eos_id"):
+        beam_search(f, [0], 2, beam_width=2, eos_id=bad)
+    with pytest.raises(ValueError, match=r"eos_id must be a token id below V = 3, got 3"):
+        beam_search(f, [0], 2, beam_width=2, eos_id=3)
+    for penalty in (float("nan"), float("inf"), True, "1"):
+        with pytest.raises(ValueError, match="length_penalty must be a finite number"):
+            beam_search(f, [0], 2, beam_width=2, eos_id=1, length_penalty=penalty)
+
+
+# ---------------------------------------------------------------------------
+# Beam search with an end token and length normalisation
+# ---------------------------------------------------------------------------
+
+
+def _old_beam_search(next_log_probs, prompt, T, w):
+    """The call without an end token, as it was before eos_id existed: its results stay."""
+    beams, scores = np.asarray(prompt)[None, :], np.zeros(1)
+    for _ in range(T):
+        total = (scores[:, None] + next_log_probs(beams)).ravel()
+        best = np.argsort(-total, kind="stable")[:w]
+        beam, token = np.divmod(best, len(total) // len(beams))
+        beams, scores = np.concatenate([beams[beam], token[:, None]], axis=1), total[best]
+    return beams, scores
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("V", "T", "w"), [(3, 4, 2), (5, 3, 4), (4, 5, 1), (3, 3, 20)])
+def test_beam_search_without_an_end_token_keeps_its_old_results(seed, V, T, w):
+    f = _table_model(seed, V)
+    old_tokens, old_scores = _old_beam_search(f, [1, 2], T, w)
+    for penalty in (1.0, 0.0, 2.5):  # no end token: the length penalty changes nothing
+        tokens, scores = beam_search(f, [1, 2], T, beam_width=w, length_penalty=penalty)
+        assert np.array_equal(tokens, old_tokens) and np.array_equal(scores, old_scores)
+
+
+def _hypotheses(next_log_probs, prompt, T, V, eos):
+    """Every hypothesis of at most T added tokens (ended by eos, or T long without one),
+    with its summed log-probability and its number L of added tokens."""
+    tokens, _ = _exhaustive(next_log_probs, prompt, T, V)
+    n0 = len(prompt)
+    added = tokens[:, n0:]
+    ended = added == eos
+    L = np.where(ended.any(1), ended.argmax(1) + 1, T)
+    logp = np.stack(
+        [
+            next_log_probs(tokens[:, : n0 + t])[np.arange(len(tokens)), added[:, t]]
+            for t in range(T)
+        ],
+        axis=1,
+    )
+    sums = np.where(np.arange(T) < L[:, None], logp, 0.0).sum(1)
+    return added, L, sums
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("penalty", [0.0, 1.0, 2.0, -0.5])
+def test_beam_search_wide_enough_finds_the_best_normalised_hypothesis(seed, penalty):
+    # Nothing is pruned when the beam holds every hypothesis, and early stopping never
+    # triggers: the best score is the maximum over all hypotheses of sum / L**penalty,
+    # where L counts the added tokens, the end token included.
+    V, T, eos, prompt = 3, 4, 2, np.array([0, 1])
+    f = _table_model(seed, V)
+    added, L, sums = _hypotheses(f, prompt, T, V, eos)
+    normalised = sums / L**penalty
+    tokens, scores = beam_search(f, prompt, T, beam_width=V**T, eos_id=eos, length_penalty=penalty)
+    assert np.isclose(scores[0], normalised.max(), rtol=0, atol=1e-12)
+    best = added[normalised.argmax()][: L[normalised.argmax()]]
+    assert tokens[0, 2 : 2 + len(best)].tolist() == best.tolist()
+    assert np.all(tokens[0, 2 + len(best) :] == eos)  # padded with the end token
+    assert np.all(np.diff(scores) <= 0)
+    # every returned score is its hypothesis's normalised score
+    for row, score in zip(tokens, scores, strict=True):
+        ended = row[2:] == eos
+        n = int(ended.argmax()) + 1 if ended.any() else T
+        key = np.flatnonzero((L == n) & (added[:, :n] == row[2 : 2 + n]).all(1))[0]
+        assert np.isclose(score, normalised[key], rtol=0, atol=1e-12)
+
+
+def test_beam_search_stops_when_beam_width_hypotheses_have_ended():
+    # Token 2 ends. Step 1: of the 2 best extensions, "2" (0.5) ends and "0" (0.3) runs;
+    # the beam is refilled with "1" (0.2). Step 2: the best extension, "0 2" (0.15), ends:
+    # two hypotheses have ended, and the search stops (early_stopping=True) although 8
+    # more steps were allowed.
+    table = np.log(np.array([[0.3, 0.2, 0.5], [0.1, 0.6, 0.3], [1 / 3, 1 / 3, 1 / 3]]))
+    calls = []
+
+    def f(tokens):
+        calls.append(tokens.tolist())
+        return table[tokens[:, -1]]
+
+    tokens, scores = beam_search(f, [0], 10, beam_width=2, eos_id=2, length_penalty=1.0)
+    assert calls == [[[0]], [[0, 0], [0, 1]]]
+    assert tokens.tolist() == [[0, 2, 2], [0, 0, 2]]  # the first is padded with the end token
+    assert np.allclose(scores, [np.log(0.5), np.log(0.3 * 0.5) / 2])
+    # without the normalisation the order is the same here, the scores the sums
+    _, sums = beam_search(f, [0], 10, beam_width=2, eos_id=2, length_penalty=0.0)
+    assert np.allclose(sums, [np.log(0.5), np.log(0.3 * 0.5)])
+
+
+def eos_gpt2(seed, scale, eos=3):
+    """A tiny GPT-2 (vocabulary 10) whose token ``eos`` ends a sequence, random weights."""
+    config = GPT2Config(
+        vocab_size=10,
+        n_embd=16,
+        n_layer=2,
+        n_head=2,
+        n_positions=32,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=eos,
+        attn_implementation="eager",
+    )
+    return _randomise(GPT2LMHeadModel(config).double().eval(), seed, scale)
+
+
+def _log_probs_as_hugging_face(model):
+    """next_log_probs as Hugging Face's beam search computes them: float32 log-softmax."""
+
+    def next_log_probs(tokens):
+        with torch.no_grad():
+            logits = model(torch.from_numpy(tokens)).logits[:, -1].float()
+        return torch.log_softmax(logits, dim=-1).double().numpy()
+
+    return next_log_probs
+
+
+def _hf_beam_search(model, prompt, T, w, eos, penalty):
+    with torch.no_grad():
+        out = model.generate(
+            torch.from_numpy(prompt[None, :]),
+            max_new_tokens=T,
+            num_beams=w,
+            num_return_sequences=w,
+            eos_token_id=eos,
+            pad_token_id=0 if eos is None else eos,
+            length_penalty=penalty,
+            early_stopping=True,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+    return out.sequences.numpy(), out.sequences_scores.numpy()
+
+
+# (weight scale, seed) of tiny GPT-2s whose beams end at many different lengths
+EOS_MODELS = [
+    (0.5, 13),
+    (0.5, 23),
+    (0.5, 25),
+    (0.5, 34),
+    (0.5, 35),
+    (0.8, 12),
+    (0.8, 18),
+    (0.8, 24),
+]
+EOS_SEARCHES = [(2, 1.0), (3, 0.0), (3, 2.0), (4, -0.5), (2, 0.5)]  # (beam width, penalty)
+
+
+@pytest.mark.parametrize(("scale", "seed"), EOS_MODELS)
+def test_beam_search_with_an_end_token_equals_hugging_face(scale, seed):
+    # generate(num_beams=w, num_return_sequences=w, eos_token_id, length_penalty,
+    # early_stopping=True): the same w hypotheses in the same order, padded with the end
+    # token, and the same scores to float32 rounding (Hugging Face sums in float32).
+    model = eos_gpt2(seed, scale)
+    f = _log_probs_as_hugging_face(model)
+    prompt, T = np.array([1, 2]), 6
+    for w, penalty in EOS_SEARCHES:
+        ours, scores = beam_search(f, prompt, T, beam_width=w, eos_id=3, length_penalty=penalty)
+        theirs, their_scores = _hf_beam_search(model, prompt, T, w, 3, penalty)
+        assert np.array_equal(ours, theirs), (w, penalty, ours, theirs)
+        assert np.allclose(scores, their_scores, rtol=0, atol=1e-5), (w, penalty)
+
+
+def test_the_hugging_face_cases_end_at_many_lengths_and_the_penalty_matters():
+    # The parity test above is only as strong as its cases: hypotheses end early, at
+    # several lengths, and the penalty changes the best hypothesis.
+    lengths, changed = set(), 0
+    for scale, seed in EOS_MODELS:
+        f = _log_probs_as_hugging_face(eos_gpt2(seed, scale))
+        bests = set()
+        for w, penalty in EOS_SEARCHES:
+            tokens, _ = beam_search(
+                f, np.array([1, 2]), 6, beam_width=w, eos_id=3, length_penalty=penalty
+            )
+            ended = tokens[:, 2:] == 3
+            lengths |= set(np.where(ended.any(1), ended.argmax(1) + 1, 6).tolist())
+            bests.add(tuple(tokens[0]))
+        changed += len(bests) > 1
+    assert lengths == {1, 2, 3, 4, 5, 6}
+    assert changed >= 6
+
+
+@pytest.mark.parametrize(("scale", "seed"), EOS_MODELS[:3])
+def test_beam_search_without_an_end_token_equals_hugging_face(scale, seed):
+    # No end token: every hypothesis adds T tokens; Hugging Face divides every score by
+    # T**length_penalty, which changes no ranking; the helper returns the sums.
+    model = eos_gpt2(seed, scale, eos=None)
+    f = _log_probs_as_hugging_face(model)
+    prompt, T, w, penalty = np.array([1, 2]), 5, 3, 1.5
+    ours, scores = beam_search(f, prompt, T, beam_width=w, length_penalty=penalty)
+    theirs, their_scores = _hf_beam_search(model, prompt, T, w, None, penalty)
+    assert np.array_equal(ours, theirs)
+    assert np.allclose(scores / T**penalty, their_scores, rtol=0, atol=1e-5)
