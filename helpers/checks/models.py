@@ -637,110 +637,314 @@ def _table_fn(table: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     return _NextTokenTable(table)
 
 
-def _beam_slip(table: np.ndarray, prompt: np.ndarray, T: int, w: int, slip: str) -> np.ndarray:
-    """Beam search written with one usual slip; returns (w', n0 + T + 1) like the check."""
+_BEAM_SLIPS = (
+    "greedy",  # the beam width ignored
+    "last step only",  # extensions ranked by the new token's log-probability
+    "probabilities",  # scores returned as probabilities
+    "no normalisation",  # finished hypotheses compared by their sums
+    "prompt counted",  # the length that normalises includes the prompt
+    "end token not counted",  # ... leaves out the end token
+    "continued",  # a hypothesis that added the end token is extended further
+    "finished dropped",  # a hypothesis that ended before the last step is lost
+    "beam shrinks",  # the beam is not refilled when a hypothesis ends
+    "every end token",  # an end token outside the beam_width best extensions finishes
+    "no early stop",  # the search goes on after beam_width hypotheses have ended
+)
+
+
+def _beam_row(
+    table: np.ndarray,
+    prompt: np.ndarray,
+    T: int,
+    w: int,
+    eos: int | None = None,
+    alpha: float = 1.0,
+    slip: str | None = None,
+) -> np.ndarray:
+    """Beam search written plainly, with one usual slip (or none); returns what the check
+    compares: the best hypothesis, padded with the end token to ``n0 + T`` tokens, then
+    its score."""
     f = _table_fn(table)
-    beams, scores = prompt[None, :], np.zeros(1)
-    for _ in range(T):
-        logp = f(beams)
-        V = logp.shape[1]
-        total = scores[:, None] + logp
-        rank = logp if slip == "last step only" else total
-        best = np.argsort(-rank.ravel(), kind="stable")[: 1 if slip == "greedy" else w]
-        beam, token = np.divmod(best, V)
-        beams = np.concatenate([beams[beam], token[:, None]], axis=1)
-        scores = total.ravel()[best]
+    n0, pad = len(prompt), 0 if eos is None else eos
+    live = [(list(map(int, prompt)), 0.0)]  # (tokens, summed log-probability)
+    done: list[tuple[list[int], float, float]] = []  # (tokens, score, what ranks it)
+    ending = eos is not None and slip != "continued"
+    for t in range(1, T + 1):
+        logp = f(np.array([seq for seq, _ in live]))
+        rank = logp if slip == "last step only" else logp + np.array([s for _, s in live])[:, None]
+        order = np.argsort(-rank.ravel(), kind="stable")
+        extensions = [
+            (live[b][0] + [int(tok)], live[b][1] + float(logp[b, tok]))
+            for b, tok in zip(*np.divmod(order, logp.shape[1]), strict=True)
+        ]
+        width = 1 if slip == "greedy" else w
+        ends = [(ending and seq[-1] == eos) or t == T for seq, _ in extensions]
+        finishing = [
+            i
+            for i, end in enumerate(ends)
+            if end
+            and (i < width or (slip == "every end token" and extensions[i][0][-1] == eos))
+            and (slip != "finished dropped" or t == T)
+        ]
+        for i in finishing:
+            seq, total = extensions[i]
+            key = -float(rank.ravel()[order[i]]) if slip == "last step only" else None
+            L = (
+                t + n0
+                if slip == "prompt counted"
+                else t - 1
+                if slip == "end token not counted"
+                else t
+            )
+            a = 0.0 if eos is None or slip == "no normalisation" else alpha
+            with np.errstate(divide="ignore", invalid="ignore"):
+                score = total / np.float64(L) ** a if a else total
+            done.append((seq, score, -score if key is None else key))
+        done = sorted(done, key=lambda d: d[2])[:width]  # stable: the first finished first
+        if t == T or (len(done) == width and slip != "no early stop" and ending):
+            break
+        candidates = range(
+            min(width, len(extensions)) if slip == "beam shrinks" else len(extensions)
+        )
+        live = [extensions[i] for i in candidates if not ends[i]][:width]
+        if not live:
+            break
+    if not done:  # no hypothesis (cannot happen with one end token and V >= 2)
+        return np.full(n0 + T + 1, np.nan)
+    seq, score, _ = done[0]
     if slip == "probabilities":
-        scores = np.exp(scores)
-    return np.append(beams[0].astype(np.float64), scores[0])
+        score = float(np.exp(score))
+    row = np.full(n0 + T + 1, float(pad))
+    row[: len(seq)], row[-1] = seq, score
+    return row
+
+
+def _beam_case_row(
+    table: np.ndarray, prompt: np.ndarray, T: int, w: int, eos: int | None, alpha: float
+) -> np.ndarray:
+    """The compared row of the reference (:func:`helpers.models.beam_search`)."""
+    kwargs = {} if eos is None else {"eos_id": eos, "length_penalty": alpha}
+    tokens, scores = beam_search(_table_fn(table), prompt, T, beam_width=w, **kwargs)
+    row = np.full(len(prompt) + T + 1, float(0 if eos is None else eos))
+    row[: tokens.shape[1]], row[-1] = tokens[0], scores[0]
+    return row
+
+
+def _beam_table(seed: int, V: int) -> np.ndarray:
+    z = np.random.default_rng(seed).normal(scale=2.0, size=(V, V, V))
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))  # log-probabilities
+
+
+def _beam_cases() -> list[Case]:
+    """The cases of :func:`check_beam_search` (a table of next-token log-probabilities given
+    the last two tokens, a prompt, ``num_tokens``, ``beam_width`` and, for five, an end token
+    and a length penalty)."""
+    raw = [  # name, table, prompt, num_tokens, beam_width, eos_id, length_penalty
+        ("V = 3, 3 tokens, width 2", _beam_table(81, 3), np.array([0, 1]), 3, 2, None, 1.0),
+        ("V = 4, 4 tokens, width 3", _beam_table(96, 4), np.array([2, 3]), 4, 3, None, 1.0),
+        ("width 1: greedy", _beam_table(82, 5), np.array([1, 4]), 3, 1, None, 1.0),
+        ("width V**(T-1): exact", _beam_table(87, 3), np.array([0, 0]), 3, 9, None, 1.0),
+        ("end token 3, α = 1, V = 5", _beam_table(732, 5), np.array([3, 2]), 5, 3, 3, 1.0),
+        ("end token 4, α = 0 (plain sums)", _beam_table(528, 5), np.array([4, 3]), 5, 2, 4, 0.0),
+        ("end token 2, α = 2", _beam_table(1046, 4), np.array([1, 1]), 5, 3, 2, 2.0),
+        ("end token 0, α = 0.5", _beam_table(2226, 4), np.array([3, 1]), 4, 2, 0, 0.5),
+        ("end token 1, α = 1, V = 4", _beam_table(788, 4), np.array([0, 3]), 5, 2, 1, 1.0),
+    ]
+    cases = []
+    for name, t, prompt, T, w, eos, alpha in raw:
+        inputs = {
+            "table": t,
+            "prompt_ids": prompt,
+            "num_tokens": np.array(T),
+            "beam_width": np.array(w),
+        }
+        if eos is not None:
+            inputs |= {"eos_id": np.array(eos), "length_penalty": np.array(alpha)}
+        cases.append(
+            Case(
+                name,
+                inputs,
+                _beam_case_row(t, prompt, T, w, eos, alpha),
+                hint="print the running and the finished hypotheses after each step and "
+                "follow this case by hand with the rules of the chapter's beam-search "
+                "section",
+            )
+        )
+    return cases
+
+
+_BEAM_FINDINGS = {
+    "greedy": Finding(
+        "only the best extension is kept at each step: this is greedy decoding, the beam "
+        "width is ignored",
+        "keep the beam_width best of the extensions of all the running hypotheses",
+    ),
+    "last step only": Finding(
+        "the extensions are ranked by the new token's log-probability alone; a sequence's "
+        "score is the sum over all its added tokens",
+        "rank an extension by the log-probability of its whole added sequence",
+    ),
+    "probabilities": Finding(
+        "the scores are probabilities; they should be log-probabilities",
+        "a score is a summed log-probability, the logarithm of a sequence's probability",
+    ),
+    "no normalisation": Finding(
+        "the finished hypotheses are compared by their summed log-probabilities: the "
+        "length_penalty was not applied, and plain sums favour short hypotheses",
+        "with an end token, finished hypotheses are compared by length-normalised scores, "
+        "as the chapter's beam-search section defines them",
+    ),
+    "prompt counted": Finding(
+        "the length that normalises a score counts the prompt too",
+        "the length counts only the tokens the hypothesis added, its end token included",
+    ),
+    "end token not counted": Finding(
+        "the length that normalises a score leaves out the end token",
+        "the length counts every token the hypothesis added, its end token included",
+    ),
+    "continued": Finding(
+        "a hypothesis went on after its end token: a finished hypothesis was extended",
+        "when an extension adds eos_id, the hypothesis is finished: set it aside and never "
+        "extend it",
+    ),
+    "finished dropped": Finding(
+        "a hypothesis that ended before the last step was lost: only those still running "
+        "at num_tokens were compared",
+        "set every hypothesis that ends aside, keeping the beam_width best, and compare it "
+        "with those that end later",
+    ),
+    "beam shrinks": Finding(
+        "when a hypothesis ended, the search went on with fewer than beam_width running hypotheses",
+        "refill the beam: the beam_width best extensions that do not end run on",
+    ),
+    "every end token": Finding(
+        "an extension ranked below the beam_width best finished a hypothesis because it "
+        "added the end token",
+        "only the beam_width best extensions of a step may finish; an end token ranked "
+        "below them is discarded",
+    ),
+    "no early stop": Finding(
+        "the search went on after beam_width hypotheses had ended",
+        "stop as soon as beam_width hypotheses have finished",
+    ),
+}
 
 
 def check_beam_search(fn: Callable[..., object]) -> CheckReport:
-    """Check ``fn(next_log_probs, prompt_ids, num_tokens, beam_width) -> (tokens, scores)``.
+    """Check ``fn(next_log_probs, prompt_ids, num_tokens, beam_width, eos_id=None,
+    length_penalty=1.0) -> (tokens, scores)``.
 
-    ``next_log_probs(tokens)`` maps the beams, an int array ``(m, t)``, to the
-    log-probabilities of the next token, ``(m, V)``. ``tokens`` must be the kept
-    sequences ``(w, n0 + num_tokens)``, best first, and ``scores`` ``(w,)`` their summed
-    log-probabilities over the added tokens (:func:`helpers.models.beam_search`; ties
-    broken by the lower beam, then the lower token). The check compares the best sequence
-    and its score, shown as one row: the tokens, then the score. The models of the cases are tables
-    of next-token probabilities given the last two tokens. Recognised slips: the beam
-    width ignored (greedy decoding), extensions ranked by the last step's log-probability
-    instead of the summed one, probabilities returned instead of log-probabilities.
+    Parameters
+    ----------
+    fn : callable
+        The reader's beam search. ``next_log_probs(tokens)`` maps the running hypotheses,
+        an int array ``(m, t)``, to the log-probabilities of the next token, ``(m, V)``;
+        ``prompt_ids`` is an int array ``(n0,)``; ``num_tokens`` and ``beam_width`` arrive
+        as Python ints. The cases without an end token call ``fn`` with these four
+        arguments alone; the others also pass ``eos_id`` (a Python int) and
+        ``length_penalty`` (a Python float) by keyword. ``fn`` returns the hypotheses
+        ``(w, n0 + L)``, best first, shorter ones padded with ``eos_id`` after their end,
+        and their scores ``(w,)``: summed log-probabilities of the added tokens, compared
+        and returned length-normalised when there is an end token, by the rules of the
+        chapter's section on beam search (ties broken by the lower beam, then the lower
+        token).
+
+    Returns
+    -------
+    CheckReport
+
+    Notes
+    -----
+    The report compares the best hypothesis and its score, shown as one row: its tokens,
+    padded with the end token to ``n0 + num_tokens``, then the score. The models of the
+    cases are tables of next-token probabilities given the last two tokens. Four cases
+    have no end token (every hypothesis adds ``num_tokens``); five have one, with
+    ``length_penalty`` (shown as α) 1, 0, 2, 0.5 and 1. No two slips give the same answer
+    on a case where either is wrong, so each diagnosis names one slip. Recognised slips:
+    the beam width ignored (greedy decoding), extensions ranked by the last step's
+    log-probability, probabilities returned instead of log-probabilities; and with an end
+    token: no length
+    normalisation, a length that counts the prompt or leaves out the end token, a
+    hypothesis extended after its end token, hypotheses that ended early dropped, a beam
+    that is not refilled when a hypothesis ends, an end token outside the ``beam_width``
+    best extensions finishing a hypothesis, and a search that goes on after
+    ``beam_width`` hypotheses have ended.
+
+    Examples
+    --------
+    A function that adds no token at all is caught:
+
+    >>> import numpy as np
+    >>> from helpers.checks import check_beam_search
+    >>> def adds_nothing(
+    ...     next_log_probs, prompt_ids, num_tokens, beam_width, eos_id=None, length_penalty=1.0
+    ... ):
+    ...     return np.asarray(prompt_ids)[None, :], np.zeros(1)
+    >>> report = check_beam_search(adds_nothing)
+    >>> report.status
+    'failed'
+    >>> print(report.message)
+    V = 3, 3 tokens, width 2: expected shape (6,), got shape (3,)
     """
     _require_callable(fn, "check_beam_search")
 
     @functools.wraps(fn)
-    def call(table: np.ndarray, prompt_ids: np.ndarray, num_tokens: np.ndarray, beam_width):
-        result = fn(_table_fn(table), prompt_ids, int(num_tokens), int(beam_width))
+    def call(
+        table: np.ndarray,
+        prompt_ids: np.ndarray,
+        num_tokens: np.ndarray,
+        beam_width: np.ndarray,
+        eos_id: np.ndarray | None = None,
+        length_penalty: np.ndarray | None = None,
+    ) -> object:
+        T, extra = int(num_tokens), {}
+        if eos_id is not None:
+            extra = {"eos_id": int(eos_id), "length_penalty": float(length_penalty)}
+        result = fn(_table_fn(table), prompt_ids, T, int(beam_width), **extra)
         if not (isinstance(result, tuple) and len(result) == 2):
             return result  # the report says what came back
         tokens, scores = (np.asarray(r) for r in result)
         if tokens.ndim != 2 or scores.ndim != 1 or not len(tokens) or not len(scores):
             return tokens  # reported as a shape mismatch
-        return np.append(tokens[0].astype(np.float64), scores[0])  # the best sequence
+        best = tokens[0]
+        if eos_id is not None and best.size < len(prompt_ids) + T:  # a short best
+            best = np.append(best, np.full(len(prompt_ids) + T - best.size, int(eos_id)))
+        return np.append(best.astype(np.float64), scores[0])  # the best, then its score
 
-    def table(seed: int, V: int) -> np.ndarray:
-        z = np.random.default_rng(seed).normal(scale=2.0, size=(V, V, V))
-        return z - np.log(np.exp(z).sum(-1, keepdims=True))  # log-probabilities
-
-    raw = [
-        ("V = 3, 3 tokens, width 2", table(81, 3), np.array([0, 1]), 3, 2),
-        ("V = 4, 4 tokens, width 3", table(96, 4), np.array([2, 3]), 4, 3),
-        ("width 1: greedy", table(82, 5), np.array([1, 4]), 3, 1),
-        ("width V**(T-1): exact", table(87, 3), np.array([0, 0]), 3, 9),
-    ]
-    cases = []
-    for name, t, prompt, T, w in raw:
-        tokens, scores = beam_search(_table_fn(t), prompt, T, beam_width=w)
-        cases.append(
-            Case(
-                name,
-                {
-                    "table": t,
-                    "prompt_ids": prompt,
-                    "num_tokens": np.array(T),
-                    "beam_width": np.array(w),
-                },
-                np.append(tokens[0].astype(np.float64), scores[0]),
-                hint="each step: add every beam's summed log-probability to its next-token "
-                "log-probabilities, flatten the (beams, V) scores, keep the beam_width best "
-                "(np.argsort(-total, kind='stable')), and append their tokens",
-            )
-        )
+    cases = _beam_cases()
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        inputs = case.inputs
+        eos = int(inputs["eos_id"]) if "eos_id" in inputs else None
+        alpha = float(inputs["length_penalty"]) if "length_penalty" in inputs else 1.0
         args = (
-            case.inputs["table"],
-            case.inputs["prompt_ids"],
-            int(case.inputs["num_tokens"]),
-            int(case.inputs["beam_width"]),
+            inputs["table"],
+            inputs["prompt_ids"],
+            int(inputs["num_tokens"]),
+            int(inputs["beam_width"]),
+            eos,
+            alpha,
         )
-        slips = [
-            (
-                _beam_slip(*args, "greedy"),
-                Finding(
-                    "only the best extension is kept at each step: this is greedy decoding, "
-                    "the beam width is ignored",
-                    "keep the beam_width best of all the (beams x V) extensions",
-                ),
-            ),
-            (
-                _beam_slip(*args, "last step only"),
-                Finding(
-                    "the extensions are ranked by the new token's log-probability alone; a "
-                    "sequence's score is the sum over all its tokens",
-                    "rank by scores[:, None] + log_probs, the running sum",
-                ),
-            ),
-            (
-                _beam_slip(*args, "probabilities"),
-                Finding(
-                    "the scores are probabilities; they should be log-probabilities",
-                    "return the summed log-probabilities (np.log of the product)",
-                ),
-            ),
-        ]
-        return _recognise(got, [(c, f) for c, f in slips if not _close(case.expected, c)])
+        slips = []
+        for slip in _BEAM_SLIPS:
+            candidate = _beam_row(*args, slip=slip)
+            if not _close(case.expected, candidate):
+                slips.append((candidate, _BEAM_FINDINGS[slip]))
+        found = _recognise(got, slips)
+        if not found and eos is not None:
+            n = len(inputs["prompt_ids"])
+            end = np.flatnonzero(case.expected[n:-1] == eos)
+            stop = n + (end[0] + 1 if end.size else len(case.expected) - 1 - n)
+            if np.allclose(got[:stop], case.expected[:stop]) and _close(
+                got[-1:], case.expected[-1:]
+            ):
+                found = [
+                    Finding(
+                        "the best hypothesis and its score are right, but the places after "
+                        "its end token do not hold eos_id",
+                        "pad a hypothesis shorter than the longest with eos_id after its end",
+                    )
+                ]
+        return found
 
     return run_checks(call, cases, check_name="check_beam_search", diagnose=diagnose)
