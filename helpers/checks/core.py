@@ -123,6 +123,7 @@ IMPLEMENTATIONS: Mapping[str, tuple[str, ...]] = {
     "check_rope_half": ("helpers.positional.rope", "helpers.positional.rotate_pairs"),
     "check_rope_layout_conversion": (),
     "check_rope_layout_inverse": (),
+    "check_position_from_encoding": (),  # no helper decodes an encoding
     "check_alibi_slopes": (
         "helpers.positional.alibi_slopes",
         "helpers.positional.alibi_bias",
@@ -143,6 +144,7 @@ IMPLEMENTATIONS: Mapping[str, tuple[str, ...]] = {
         "helpers.transformer._ln_backward",
     ),
     "check_rms_norm_backward": (),
+    "check_fold_layer_norm": (),  # no helper folds a layer norm into a layer
     "check_block_parameter_count": ("helpers.transformer.block_parameter_count",),
     "check_llama_block_parameter_count": (),
     "check_encoder_block": ("helpers.transformer.encoder_block",),

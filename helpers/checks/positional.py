@@ -1096,6 +1096,11 @@ _DECODE_SLIPS: dict[str, tuple[str, ...]] = {
     "frequency": ("the pair's", "no factor 2", "none"),
 }
 
+_DECODE_MORE = (
+    "the two coordinates of a pair fix its angle, quadrant included, only together; and an "
+    "angle tells a position apart from the positions a whole turn away only in a pair that "
+    "has not yet completed a turn: ask which pair that is for the positions the check uses"
+)
 _DECODE_HINT = (
     "every pair of coordinates holds the sine and the cosine of one angle, its position times "
     "its frequency; find a pair whose angle never completes a turn over the positions asked "
@@ -1222,7 +1227,9 @@ def _encode(positions: np.ndarray, d: int) -> np.ndarray:
     return pe
 
 
-def check_position_from_encoding(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
+def check_position_from_encoding(
+    fn: Callable[[np.ndarray], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's decoder of the sinusoidal encoding: from a row back to its position.
 
     Parameters
@@ -1232,6 +1239,8 @@ def check_position_from_encoding(fn: Callable[[np.ndarray], npt.ArrayLike]) -> C
         sinusoidal encoding of chapter 4 (interleaved layout, ``d_model`` even) at real
         positions ``p`` with ``0 <= p`` below the wavelength of its slowest pair; the
         function returns the positions, of shape ``(...)``, and leaves ``pe`` unchanged.
+    hint : bool, default False
+        Show the fuller hint under the failures.
 
     Returns
     -------
@@ -1253,7 +1262,7 @@ def check_position_from_encoding(fn: Callable[[np.ndarray], npt.ArrayLike]) -> C
     ...     return np.arcsin(pe[..., 0])
     >>> report = check_position_from_encoding(from_the_first_sine)
     >>> bool(report), report.failures[0].problem.split(":")[0]
-    (False, 'your positions are the true ones reduced modulo 2π = 6.283')
+    (False, 'the arcsine of the sine alone is right only while the angle stays within a quarter turn')
     """
     rng = np.random.default_rng(41)
     batch = np.round(rng.uniform(0, 15000, size=(2, 3)), 2)
@@ -1279,4 +1288,11 @@ def check_position_from_encoding(fn: Callable[[np.ndarray], npt.ArrayLike]) -> C
         )
         for name, p, d in layouts
     ]
-    return _run(fn, "check_position_from_encoding", specs)
+    return _run(
+        fn,
+        "check_position_from_encoding",
+        specs,
+        see=section(4, "Sinusoidal encodings"),
+        more=_DECODE_MORE,
+        hint=hint,
+    )

@@ -991,9 +991,14 @@ def check_encoder_block(fn: Callable[..., npt.ArrayLike], *, hint: bool = False)
 _FOLD_NAMES = ("W_folded", "b_folded")
 
 _FOLD_HINT = (
-    "write LN(x) = gamma * x_hat + beta, put it in front of W and add b, then collect the "
-    "terms that multiply x_hat (they make the new weights) and those that do not (they make "
-    "the new bias)"
+    "write the layer norm's output as the gain times the normalised token plus the shift, "
+    "pass it through the layer, and sort the terms: those that contain the normalised token "
+    "make the new weights, the others the new bias"
+)
+_FOLD_MORE = (
+    "the gain scales each coordinate of the token before the layer mixes the coordinates: "
+    "ask which index of W a coordinate meets; the shift is the same input for every token: "
+    "ask what the layer makes of an input that never changes, and keep the layer's own bias"
 )
 
 # slip -> (W_folded, b_folded) computed with it, and what the report says about each part
@@ -1001,11 +1006,13 @@ _FOLD_SLIPS: dict[str, tuple[str, str]] = {
     "columns": (
         "gamma scales the columns of W; it multiplies x_hat before W does, so each gamma_i "
         "meets row i of W (the input it belongs to), not a column",
-        "which index of W does the i-th feature of x_hat meet in x_hat @ W?",
+        "which index of W does the i-th feature of the normalised token meet on its way "
+        "through the layer?",
     ),
     "divided": (
         "W is divided by gamma: folding a gain into the next layer multiplies by it",
-        "x_hat times gamma, then times W: what does gamma do to the weights?",
+        "the normalised token is multiplied by gamma, then by W: what does gamma do to the "
+        "weights?",
     ),
     "W unchanged": (
         "W_folded is W: the gain gamma is not folded in",
@@ -1033,9 +1040,10 @@ _FOLD_SLIPS: dict[str, tuple[str, str]] = {
         "beta is added, not subtracted, before W",
     ),
     "column vector": (
-        "beta meets the columns of W, as a column vector would (W @ beta); tokens are rows "
-        "here, and a row is multiplied by W on its left",
-        "in the row-vector convention a vector v goes through W as v @ W",
+        "beta meets the columns of W, as a column vector would; tokens are rows here, and a "
+        "row goes through W from the left",
+        "in the row-vector convention a vector goes through W from the left, as every token "
+        "does",
     ),
 }
 
@@ -1104,7 +1112,7 @@ def _fold_pick(name: str) -> Callable[[object], object]:
     return pick
 
 
-def check_fold_layer_norm(fn: Callable[..., object]) -> CheckReport:
+def check_fold_layer_norm(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check the reader's folding of a layer norm's gain and shift into the next layer.
 
     Parameters
@@ -1117,6 +1125,8 @@ def check_fold_layer_norm(fn: Callable[..., object]) -> CheckReport:
         ``layer_norm(x, gamma, beta) @ W + b == layer_norm(x, 1, 0) @ W_folded + b_folded``
         for every token ``x``; the inputs must not change. A dict with the keys
         ``"W_folded"`` and ``"b_folded"`` is accepted too.
+    hint : bool, default False
+        Show the fuller hint under the failures.
 
     Returns
     -------
@@ -1137,7 +1147,7 @@ def check_fold_layer_norm(fn: Callable[..., object]) -> CheckReport:
     >>> def fold_nothing_through_w(gamma, beta, W, b):
     ...     return W, b + beta
     >>> report = check_fold_layer_norm(fold_nothing_through_w)
-    >>> [r.problem.split(":")[0] for r in report.failures][:2]
+    >>> [r.problem.split(":")[0] for r in report.failures if "square" in r.name]
     ['W_folded is W', 'beta is added to the bias as it is, without passing through W']
     """
     layouts = [
@@ -1168,4 +1178,11 @@ def check_fold_layer_norm(fn: Callable[..., object]) -> CheckReport:
                     _fold_pick(name),
                 )
             )
-    return _run(fn, "check_fold_layer_norm", specs)
+    return _run(
+        fn,
+        "check_fold_layer_norm",
+        specs,
+        see=section(6, "Layer normalisation"),
+        more=_FOLD_MORE,
+        hint=hint,
+    )
