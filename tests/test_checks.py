@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -341,6 +342,61 @@ def test_report_text_is_deterministic(check, fn):
         assert repr(check(fn)) == text
     assert str(check(fn)) == text
     assert "0x" not in text  # no memory addresses
+
+
+def _counting_fmt_num(monkeypatch):
+    """Count the numbers the report formats."""
+    from helpers.checks import core
+
+    calls = []
+    original = core._fmt_num
+
+    def counting(v):
+        calls.append(v)
+        return original(v)
+
+    monkeypatch.setattr(core, "_fmt_num", counting)
+    return calls
+
+
+def test_a_huge_answer_is_reported_formatting_only_what_is_shown(monkeypatch):
+    # A (12, 10**6) answer where (n, d_v) is expected: the report shows 10 numbers of each
+    # of its 12 rows, and formats only those (formatting every one took minutes).
+    huge = np.zeros((12, 10**6))
+    calls = _counting_fmt_num(monkeypatch)
+    report = checks.check_attention(lambda Q, K, V: huge)
+    assert not report and len(report.failures) == len(report.results)
+    assert all("got shape (12, 1000000)" in r.problem for r in report.failures)
+    first = report.failures[0].got.splitlines()
+    assert len(first) == 12 and first[0] == "[[0, 0, 0, 0, 0, 0, ..., 0, 0, 0],"
+    # every case's input, expected and got: at most 12 rows of 10 numbers each
+    assert len(calls) <= 3 * 12 * 10 * len(report.results), len(calls)
+    assert len(repr(report)) < 20_000
+
+
+def test_a_huge_list_of_the_wrong_shape_is_not_converted():
+    # Converting a list of 12 million numbers to an array takes seconds: its shape is read
+    # off its first elements. (Converted, the object at its end would make the report say
+    # "expected an array of real numbers".)
+    row = [0.0] * 10**6
+    huge = [row] * 11 + [[*row[:-1], object()]]
+    cases = [Case("c", {"x": np.ones((12, 10))}, np.zeros((12, 10)), "zeros")]
+    report = run_checks(lambda x: huge, cases, check_name="check_x")
+    (result,) = report.failures
+    assert result.got == "a list of shape (12, 1000000)"
+    assert result.problem == "expected shape (12, 10), got shape (12, 1000000)"
+    small = run_checks(lambda x: [[0.0] * 10] * 12, cases, check_name="check_x")
+    assert small.passed  # a list of the right shape is converted and compared
+
+
+def test_an_unreadable_huge_result_is_described_briefly():
+    # The merge check describes a pair it cannot read; under the reader's print options
+    # (threshold=inf) repr would format every number of it.
+    huge = np.zeros((12, 10**6))
+    with np.printoptions(threshold=sys.maxsize):
+        report = checks.check_online_softmax_merge(lambda m1, l1, m2, l2: (huge, "ell"))
+    got = report.failures[0].got
+    assert len(got) <= 80 and "an array of shape (12, 1000000)" in got, got
 
 
 def test_report_structure():

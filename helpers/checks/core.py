@@ -15,6 +15,8 @@ output: :mod:`helpers.checks.shortcuts` watches for those calls while it runs.
 from __future__ import annotations
 
 import dataclasses
+import math
+import reprlib
 import textwrap
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +63,7 @@ RTOL_FLOAT32, ATOL_FLOAT32 = 1e-4, 1e-6
 
 _WIDTH = 88  # the report's text is wrapped to this many columns
 _MAX_SHOWN = 12  # longer vectors are shown with "..." in the middle
+_MAX_CONVERTED = 10**6  # a list of the wrong shape with more numbers is not converted
 
 
 # ---------------------------------------------------------------------------
@@ -779,6 +782,14 @@ def _run_case(
     ]
     if result is None:
         return fail("None", "your function returned None; did you forget `return`?", "")
+    nested = _nested_shape(result)
+    if nested != expected.shape and math.prod(nested) > _MAX_CONVERTED:
+        # a huge list of the wrong shape: converting it to an array would take seconds
+        return fail(
+            f"a {type(result).__name__} of shape {nested}",
+            f"expected {_shape_text(expected)}, got shape {nested}",
+            "",
+        )
     try:
         got = np.asarray(result)
     except Exception as err:
@@ -790,8 +801,7 @@ def _run_case(
         )
     shown_got = _fmt_array(got)
     if got.shape != expected.shape:
-        want = "a single number, shape ()" if expected.ndim == 0 else f"shape {expected.shape}"
-        return fail(shown_got, f"expected {want}, got shape {got.shape}", "")
+        return fail(shown_got, f"expected {_shape_text(expected)}, got shape {got.shape}", "")
     if changed:
         names = " and ".join(changed)
         return fail(
@@ -852,6 +862,22 @@ def _diagnosed(diagnose: Diagnose | None, case: Case, got: np.ndarray) -> list[F
         return list(diagnose(case, got))
 
 
+def _shape_text(expected: np.ndarray) -> str:
+    return "a single number, shape ()" if expected.ndim == 0 else f"shape {expected.shape}"
+
+
+def _nested_shape(value: object) -> tuple[int, ...]:
+    """The shape a list of lists would have as an array, read off its first elements
+    without converting it (``()`` for anything that is not a list or a tuple)."""
+    shape: list[int] = []
+    while isinstance(value, (list, tuple)) and len(shape) < 32:
+        shape.append(len(value))
+        if not value:
+            break
+        value = value[0]
+    return tuple(shape)
+
+
 def _index_of(mask: np.ndarray) -> tuple[int, ...]:
     """The first index where ``mask`` is True."""
     return tuple(int(k) for k in np.unravel_index(int(np.argmax(mask)), mask.shape))
@@ -897,17 +923,21 @@ def _fmt_num(v: float) -> str:
 
 
 def _fmt_vector(v: np.ndarray) -> str:
-    items = [_fmt_num(float(a)) for a in v]
-    if len(items) > _MAX_SHOWN:
-        items = [*items[:6], "...", *items[-3:]]
+    """``[a, b, ...]``; a long vector shows its first 6 and last 3 numbers, and only those
+    are formatted (a reader's answer may hold millions)."""
+    shown = [*v[:6], None, *v[-3:]] if len(v) > _MAX_SHOWN else list(v)
+    items = ["..." if a is None else _fmt_num(float(a)) for a in shown]
     return "[" + ", ".join(items) + "]"
 
 
 def _fmt_array(a: npt.ArrayLike, *, dtype: bool = False) -> str:
-    """Format independently of numpy's print options (the reader may change them)."""
+    """Format independently of numpy's print options (the reader may change them).
+
+    Only what is shown is formatted: at most 12 rows of at most 10 numbers, whatever the
+    array's size. Booleans show as 0 and 1 (dtype int64).
+    """
     arr = np.asarray(a)
-    if arr.dtype.kind == "b":
-        arr = arr.astype(np.int64)
+    shown_dtype = np.dtype(np.int64) if arr.dtype.kind == "b" else arr.dtype
     if arr.ndim == 0:
         text = _fmt_num(float(arr))
     elif arr.ndim == 1:
@@ -916,9 +946,29 @@ def _fmt_array(a: npt.ArrayLike, *, dtype: bool = False) -> str:
         text = "[" + ",\n ".join(_fmt_vector(row) for row in arr) + "]"
     else:
         text = f"an array of shape {arr.shape}"
-    if dtype and arr.dtype != np.float64:
-        text += f" ({arr.dtype})"
+    if dtype and shown_dtype != np.float64:
+        text += f" ({shown_dtype})"
     return text
+
+
+class _ShortRepr(reprlib.Repr):
+    """``reprlib``'s bounded repr, with arrays shown as the report shows them."""
+
+    def repr_ndarray(self, x: np.ndarray, level: int) -> str:
+        if x.ndim <= 1 and x.size <= _MAX_SHOWN:
+            return f"array({_fmt_array(x)})"
+        return f"an array of shape {x.shape}"
+
+
+def _short_repr(value: object, limit: int = 80) -> str:
+    """At most ``limit`` characters saying what ``value`` is, formatting only what is shown
+    (``repr`` of a huge list, or of an array under the reader's print options, would
+    format every element)."""
+    repr_ = _ShortRepr()
+    repr_.maxstring = repr_.maxother = limit
+    with np.printoptions(threshold=_MAX_SHOWN, edgeitems=3):  # other array-likes
+        text = repr_.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _field(label: str, text: str) -> str:

@@ -19,7 +19,16 @@ import numpy as np
 import numpy.typing as npt
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.checks.core import Case, CheckReport, Diagnose, Finding, explain, nan_aware, section
+from helpers.checks.core import (
+    Case,
+    CheckReport,
+    Diagnose,
+    Finding,
+    _short_repr,
+    explain,
+    nan_aware,
+    section,
+)
 from helpers.checks.multihead import _append, _run, _Spec, _Unusable
 
 __all__ = [
@@ -83,7 +92,7 @@ def _merge_pick(result: object) -> np.ndarray:
         return np.stack([mu, ell])
     except (TypeError, ValueError) as err:
         raise _Unusable(
-            repr(result)[:80], f"could not read (mu, ell) as arrays: {err}", ""
+            _short_repr(result), f"could not read (mu, ell) as arrays: {err}", ""
         ) from err
 
 
