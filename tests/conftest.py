@@ -37,6 +37,7 @@ def sample(items: list, keep: set[str], key=lambda item: str(item)) -> list:
     ``keep`` (the sample)."""
     return list(items) if FULL else [i for i in items if any(k in key(i) for k in keep)]
 
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
