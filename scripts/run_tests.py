@@ -21,11 +21,13 @@ runs them one after the other instead (each step's time on its own).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,11 +58,36 @@ def say(*args: object) -> None:
     print(*args, file=out(), flush=True)
 
 
+# A command that runs longer than this is stopped (with everything it started) and fails,
+# so that a step that hangs costs its own time and the run still ends with its summary
+# well inside CI's limit (`make test` takes about ten minutes in all). Seconds; the
+# environment variable BOOK_TEST_STEP_LIMIT overrides it (make test-full doubles it).
+COMMAND_LIMIT = float(os.environ.get("BOOK_TEST_STEP_LIMIT", "1500"))
+
+
 def sh(*args: str | Path) -> bool:
     say("$", " ".join(str(a) for a in args))
     stream = out()
     redirect = {} if stream is sys.stdout else {"stdout": stream, "stderr": subprocess.STDOUT}
-    return subprocess.run([str(a) for a in args], cwd=ROOT, check=False, **redirect).returncode == 0
+    # a session of its own, so that a command stopped at the limit takes its children
+    # (pytest-xdist's workers, kernels, Chromium) with it
+    process = subprocess.Popen([str(a) for a in args], cwd=ROOT, start_new_session=True, **redirect)
+    try:
+        return process.wait(timeout=COMMAND_LIMIT) == 0
+    except subprocess.TimeoutExpired:
+        stop(process)
+        say(f"STOPPED after {COMMAND_LIMIT:.0f} s (the limit of one command): {args[0]} ...")
+        return False
+    except KeyboardInterrupt:  # Ctrl-C stops the command's session too
+        stop(process)
+        raise
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Kill a command started in a session of its own, with everything in its session."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def ensure_bubblewrap() -> None:
