@@ -60,9 +60,13 @@ def say(*args: object) -> None:
 
 # A command that runs longer than this is stopped (with everything it started) and fails,
 # so that a step that hangs costs its own time and the run still ends with its summary
-# well inside CI's limit (`make test` takes about ten minutes in all). Seconds; the
-# environment variable BOOK_TEST_STEP_LIMIT overrides it (make test-full doubles it).
-COMMAND_LIMIT = float(os.environ.get("BOOK_TEST_STEP_LIMIT", "1500"))
+# well inside CI's limit (`make test` takes about ten minutes in all): at most
+# COMMAND_LIMIT seconds each, and none past RUN_LIMIT seconds from the start of the run.
+# The environment variables BOOK_TEST_STEP_LIMIT and BOOK_TEST_RUN_LIMIT override them
+# (make test-full doubles both).
+COMMAND_LIMIT = float(os.environ.get("BOOK_TEST_STEP_LIMIT", "1200"))
+RUN_LIMIT = float(os.environ.get("BOOK_TEST_RUN_LIMIT", "3600"))
+STARTED = time.monotonic()
 
 
 def sh(*args: str | Path) -> bool:
@@ -72,11 +76,15 @@ def sh(*args: str | Path) -> bool:
     # a session of its own, so that a command stopped at the limit takes its children
     # (pytest-xdist's workers, kernels, Chromium) with it
     process = subprocess.Popen([str(a) for a in args], cwd=ROOT, start_new_session=True, **redirect)
+    limit = max(60.0, min(COMMAND_LIMIT, RUN_LIMIT - (time.monotonic() - STARTED)))
     try:
-        return process.wait(timeout=COMMAND_LIMIT) == 0
+        return process.wait(timeout=limit) == 0
     except subprocess.TimeoutExpired:
         stop(process)
-        say(f"STOPPED after {COMMAND_LIMIT:.0f} s (the limit of one command): {args[0]} ...")
+        say(
+            f"STOPPED after {limit:.0f} s (at most {COMMAND_LIMIT:.0f} s a command, "
+            f"{RUN_LIMIT:.0f} s for the run): {args[0]} ..."
+        )
         return False
     except KeyboardInterrupt:  # Ctrl-C stops the command's session too
         stop(process)
