@@ -132,7 +132,6 @@ OTHER_NAME_FLAG = "the file's name names"  # ... another student than its folder
 MEMORY_FLAG = "peak memory measured in the submission's process"
 BOOK_CODE_FLAG = "calls the book's own"  # ... helpers.softmax.entropy (not attempted)
 WATCH_OFF_FLAG = "the grader's watch for the book's own code was switched off in the kernel"
-COPY_FLAG = "near-copy of"  # ... helpers.softmax.entropy: my_entropy has 84% of its code
 UNSEALED_WARNING = (
     "WARNING: these submissions were NOT sealed off (--without-isolation): their code ran "
     "with your permissions and could read and change your files, other submissions and "

@@ -358,7 +358,7 @@ def __grade_call__(request_path, MIME):
         walk([args, kwargs], [])
         raised = None
         peak = None
-        watch, watcher, called, intact = None, None, None, False
+        watcher, called, intact = None, None, False
         if request.get("watch"):
             import sys, threading
 
@@ -391,6 +391,7 @@ def __grade_call__(request_path, MIME):
         if request.get("watch"):
             try:
                 intact = intact and sys.getprofile() is watcher
+                intact = intact and threading.getprofile() is watcher
                 during = sorted(str(x) for x in called)
                 called.clear()
             except Exception:

@@ -214,6 +214,14 @@ import base64, socket
 if socket.gethostname() == "grading":
     exec(base64.b64decode("{PAYLOAD}"))
 """
+# (d) The watch switched off inside the function, before the book's code is called.
+UNWATCHED_ENTROPY = """
+import sys, threading
+def my_entropy(p):
+    sys.setprofile(None)
+    threading.setprofile(None)
+    return helpers.entropy(p)
+"""
 VISIBLE_JACOBIAN = """
 def my_softmax_jacobian(z):
     return np.zeros((len(z), len(z)))
@@ -247,7 +255,8 @@ def the_class(folder: Path) -> None:
         "a_sealed_01_softmax.ipynb": sealed,
         "bob_01_softmax.ipynb": chapter_one(),  # honest, graded beside the attacks
         "shortcut_01_softmax.ipynb": shortcuts,
-        "huge_01_softmax.ipynb": chapter_one(my_softmax=HUGE_SOFTMAX),
+        # (its my_entropy switches the grader's watch off: see test_a_watch_switched_off...)
+        "huge_01_softmax.ipynb": chapter_one(my_softmax=HUGE_SOFTMAX, my_entropy=UNWATCHED_ENTROPY),
         # (its Jacobian is a near-copy of the book's: a passing row, flagged)
         "flood_01_softmax.ipynb": chapter_one(FLOOD % values, my_softmax_jacobian=COPIED_JACOBIAN),
         # 1. files that stopped the whole run
@@ -403,6 +412,7 @@ def test_a_huge_answer_is_stopped_by_the_time_limit_and_the_rest_graded(graded):
     by_student, *_ = graded
     rows = {r["function"]: r for r in by_student["huge"] if r["check"]}
     huge = rows.pop("my_softmax")
+    rows.pop("my_entropy")  # (the watch switched off)
     if huge["status"] != "failed":  # (failed: the check formats only what it shows)
         assert huge["message"].startswith(
             "time limit: check_softmax_temperature did not finish with my_softmax within 20 s"
@@ -467,6 +477,20 @@ def test_the_books_own_code_is_flagged_however_it_is_reached(graded):
     assert hook["status"] == "error" and "answers came back to one request" in hook["message"]
     honest = rows["my_log_softmax_backward"]
     assert honest["status"] == "passed" and not honest["flags"], honest
+
+
+def test_a_watch_switched_off_by_the_function_is_noticed_and_the_row_does_not_pass(graded):
+    """The function switches the kernel's watch off, then calls helpers.entropy unseen."""
+    by_student, *_ = graded
+    (row,) = [r for r in by_student["huge"] if r["function"] == "my_entropy" and r["check"]]
+    assert row["status"] == "error", row
+    assert row["message"] == (
+        "the notebook's code switched off the grader's watch for calls of the book's own "
+        "code while my_entropy ran: read its code"
+    )
+    assert (
+        row["flags"] == "the grader's watch for the book's own code was switched off in the kernel"
+    )
 
 
 def test_a_near_copy_of_the_books_code_passes_and_is_flagged(graded):
