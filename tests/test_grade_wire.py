@@ -105,7 +105,8 @@ def test_a_next_token_table_is_sent_as_its_table_and_other_functions_are_refused
 ENTROPY = "helpers.softmax.entropy"
 
 
-def test_the_armed_watch_sees_the_books_code_however_it_is_reached():
+def test_the_armed_watch_sees_the_books_code_however_it_is_reached(monkeypatch):
+    import functools
     import threading
 
     import helpers
@@ -119,6 +120,12 @@ def test_the_armed_watch_sees_the_books_code_however_it_is_reached():
         watcher, called = namespace["__grade_watch__"]
         p = np.array([0.5, 0.5])
         getattr(sys.modules["help" + "ers"], "ent" + "ropy")(p)  # getattr
+        module = sys.modules["helpers.softmax"]
+        hidden = module.entropy  # the module's attribute rebound, the code kept
+        monkeypatch.setattr(module, "entropy", lambda p: 0.0)
+        called.clear()
+        functools.partial(hidden)(p)  # a partial
+        assert called == {ENTROPY}
         thread = threading.Thread(target=helpers.softmax, args=(p,))  # a thread
         thread.start()
         thread.join()
