@@ -508,7 +508,9 @@ def chapter_run(browser, lab) -> dict:
                 pytest.fail(f"the notebook was not saved after Run All; dialogs: {dialogs}")
             time.sleep(0.5)
         seen["saved"] = nbformat.read(path, as_version=4)
-        page.screenshot(path=SHOTS / "7_edition_after_run_all.png")
+        # the end of the notebook, where Run All leaves the active cell
+        page.locator(".jp-Notebook .jp-Cell.jp-mod-active").scroll_into_view_if_needed()
+        page.screenshot(path=SHOTS / "7_edition_end_after_run_all.png")
     finally:
         context.close()
     shut_down_kernels(url)
