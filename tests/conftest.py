@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import functools
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -46,6 +47,34 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
+
+
+def once_per_session(tmp_path_factory, name: str, compute):
+    """``compute(folder)`` run once per test session, its JSON-able result shared by every
+    pytest-xdist worker and every module fixture that asks for it again.
+
+    A module fixture runs once per worker, and again in the same worker each time the
+    scheduler hands it the module's tests after another module's (worksteal): grading a
+    class in a module fixture graded it three times in one `make unit`. This keeps the
+    result (or the error) beside the workers' temporary directories, under a lock: the
+    first caller computes, the others wait for it and read it."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    saved = root / f"once-{name}.json"
+    with open(root / f"once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not saved.exists():
+            folder = root / f"once-{name}"
+            folder.mkdir(exist_ok=True)
+            try:
+                value = {"result": compute(folder)}
+            except BaseException as exc:  # kept: the other fixtures fail the same way
+                value = {"error": f"{type(exc).__name__}: {exc}"}
+            saved.write_text(json.dumps(value))
+        value = json.loads(saved.read_text())
+    if "error" in value:
+        pytest.fail(f"{name}, computed once for the session, failed: {value['error']}")
+    return value["result"]
 
 
 def ensure_chromium() -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, once_per_session
 from tests.test_grade import RIGHT, SETUP, chapter_one, notebook
 from tests.test_grade_copies import COPIED_JACOBIAN
 
@@ -334,7 +334,12 @@ class CpuWatch(threading.Thread):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("attacks")
+    """The class graded once for the session (tests/conftest.py: once_per_session)."""
+    by_student, printed, seen = once_per_session(tmp_path_factory, "grade-attacks", grade_them)
+    return by_student, printed, {name: tuple(pair) for name, pair in seen.items()}
+
+
+def grade_them(tmp: Path):
     folder = tmp / "class"
     folder.mkdir()
     the_class(folder)

@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import FULL, ROOT
+from tests.conftest import FULL, ROOT, once_per_session
 from tests.test_grade import RIGHT, UNSEALED, WRONG_SOFTMAX
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -127,7 +127,12 @@ def write_class(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("class")
+    """The class graded once for the session (tests/conftest.py: once_per_session)."""
+    done = once_per_session(tmp_path_factory, "grade-class", grade_the_class)
+    return {**done, "out": Path(done["out"]), "tmp": Path(done["tmp"])}
+
+
+def grade_the_class(tmp: Path) -> dict:
     folder = tmp / "submissions"
     folder.mkdir()
     kinds = write_class(folder)
@@ -145,7 +150,7 @@ def graded(tmp_path_factory):
     assert done.returncode == 0, done.stdout + done.stderr
     print(f"\n{len(kinds)} submissions graded in {seconds:.0f} s\n{done.stdout}")
     rows = gradebook.read_rows(out)
-    return {"rows": rows, "kinds": kinds, "out": out, "printed": done.stdout, "tmp": tmp}
+    return {"rows": rows, "kinds": kinds, "out": str(out), "printed": done.stdout, "tmp": str(tmp)}
 
 
 def mine(graded, student):
