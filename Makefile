@@ -9,10 +9,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html) \
+BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html book/_templates/*/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py scripts/grade.py
 
-.PHONY: help book student pages screenshots grade marks gradescope test lint unit checks nbval html browser colab workflows linkcheck execute edition clean
+.PHONY: help book student pages pdf pdf-check screenshots grade marks gradescope test lint unit checks nbval html browser colab workflows linkcheck execute edition clean
 
 # `make help` lists every target with its line: the `##` comment after the target's name.
 help:  ## list every target with one line each
@@ -32,6 +32,11 @@ $(BIN)/.book-installed: requirements.txt pyproject.toml
 
 $(BIN)/.test-installed: $(BIN)/.book-installed requirements-test.txt requirements-lint.txt
 	$(PY) -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+# What printing the book to PDF needs beside the book's stack (playwright, pypdf, pypdfium2).
+$(BIN)/.pdf-installed: $(BIN)/.book-installed requirements-pdf.txt
+	$(PY) -m pip install --quiet -r requirements-pdf.txt
 	touch $@
 
 # What ruff, codespell and zizmor need, and nothing else (no book, no PyTorch).
@@ -57,6 +62,14 @@ student: $(BIN)/.book-installed node_modules/.installed  ## build the student ed
 # _build/pages, the student edition in _build/pages/student/.
 pages: book student  ## the site as published: the book and the student edition in _build/pages
 	$(PY) scripts/book.py --pages _build/pages
+
+# The book as PDF, both editions, printed from their HTML by Chromium (scripts/pdf.py;
+# Debian's chromium and fonts-lmodern are installed when missing):
+# _build/pdf/attention-book.pdf (each solution after its exercise) and
+# _build/pdf/attention-book-student.pdf (no solution). Each is also put beside its edition
+# in the site, where every page's download button links it.
+pdf: book student $(BIN)/.pdf-installed  ## both editions as PDF into _build/pdf (attention-book.pdf, attention-book-student.pdf)
+	$(PY) scripts/pdf.py
 
 # Screenshots of every page of both editions, whole, in light mode and on a phone, and
 # the first screen dark, in _build/screenshots/full/ (make test keeps first screens only).
@@ -103,8 +116,9 @@ gradescope: $(BIN)/.book-installed  ## Gradescope's autograder zip: make gradesc
 #   make nbval       strict nbval on every chapter, or on one: make nbval NB=notebooks/01_softmax.ipynb
 #   make html        both editions built, and the site as published (_build/pages)
 #   make browser     the built site in headless Chromium (run make html first)
+#   make pdf-check   both editions printed to PDF and checked against the site (after make html)
 #   make colab       every chapter's Colab and student notebooks on Colab's versions
-test: $(BIN)/.test-installed node_modules/.installed  ## every test and check (what CI runs), with a summary
+test: $(BIN)/.test-installed $(BIN)/.pdf-installed node_modules/.installed  ## every test and check (what CI runs), with a summary
 	$(PY) scripts/run_tests.py
 
 lint: $(BIN)/.lint-installed  ## ruff check, ruff format --check and codespell
@@ -130,6 +144,9 @@ html: $(BIN)/.test-installed node_modules/.installed  ## both editions built, an
 
 browser: $(BIN)/.test-installed node_modules/.installed  ## the built site in headless Chromium (run make html first)
 	$(PY) scripts/run_tests.py $@
+
+pdf-check: $(BIN)/.test-installed $(BIN)/.pdf-installed  ## both editions printed to PDF and checked against the site (after make html)
+	$(PY) scripts/run_tests.py pdf
 
 linkcheck: $(BIN)/.book-installed  ## check the book's external links
 	$(BIN)/jupyter-book build . --builder linkcheck

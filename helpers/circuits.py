@@ -1,26 +1,30 @@
-"""Induction heads: a task, an attention-only Transformer, its backward pass, and scores.
+"""Induction heads: a task, an attention-only Transformer, its training, and its circuits.
 
 Introduced in chapter 8, which trains a small attention-only model with the book's own
 pieces (the attention and its backward pass of chapter 2, the heads of chapter 3, Adam
 and cross-entropy of chapter 6) and takes it apart: which head attends to the previous
-token, which to the token after an earlier occurrence of the current one, and what
-happens when either is removed (Elhage et al. 2021, Olsson et al. 2022).
+token, which to the token after an earlier occurrence of the current one, what happens
+when either is removed, and what the heads' matrices do to tokens (Elhage et al. 2021,
+Olsson et al. 2022).
 
 The model (row-vector convention of ``book/notation.md``) reads token ids
-``t_0, ..., t_{n-1}`` and writes to a residual stream of width ``d_model``:
+``t_0, ..., t_{n-1}`` from a vocabulary of ``|V| = vocab`` tokens (plus a
+beginning-of-sequence token) and writes to a residual stream of width ``d_model``:
 
 * ``X_0 = W_E[t] + W_pos[:n]`` (token and position embeddings);
-* for each layer ``l``: ``X_{l+1} = X_l + sum_h A^{l,h} X_l W_V^{l,h} W_O^{l,h}``, with
-  causal attention weights ``A^{l,h} = softmax(X_l W_Q^{l,h} (X_l W_K^{l,h})^T / sqrt(d_head))``;
+* for each layer ``ℓ``: ``X_{ℓ+1} = X_ℓ + sum_r A^{ℓ,r} X_ℓ W_V^{ℓ,r} W_O^{ℓ,r}``, with
+  causal attention weights ``A^{ℓ,r} = softmax(X_ℓ W_Q^{ℓ,r} (X_ℓ W_K^{ℓ,r})ᵀ / sqrt(d_k))``
+  for head ``r``;
 * ``logits = X_L W_U``.
 
 No MLP, no layer norm and no biases, so the logits are a sum of "paths" through the
 heads. The parameters are a dict: ``"W_E"`` ``(vocab + 1, d_model)`` (the last row is
 the beginning-of-sequence token), ``"W_pos"`` ``(max_len, d_model)``, ``"W_U"``
-``(d_model, vocab)``, and for each layer ``l`` the matrices ``f"W_Q{l}"``,
-``f"W_K{l}"``, ``f"W_V{l}"``, ``f"W_O{l}"``, each ``(d_model, d_model)``; head ``h``
-owns columns ``h d_head, ..., (h + 1) d_head - 1`` of ``W_Q``, ``W_K``, ``W_V`` and the
-same rows of ``W_O`` (the layout of :func:`helpers.multihead.split_heads`).
+``(d_model, vocab)``, and for each layer ``ℓ`` the matrices ``f"W_Q{ℓ}"``,
+``f"W_K{ℓ}"``, ``f"W_V{ℓ}"``, ``f"W_O{ℓ}"``, each ``(d_model, d_model)``; head ``r``
+owns columns ``r d_k, ..., (r + 1) d_k - 1`` of ``W_Q``, ``W_K``, ``W_V`` and the
+same rows of ``W_O`` (the layout of :func:`helpers.multihead.split_heads`), with
+``d_k = d_v = d_model / num_heads``.
 """
 
 from __future__ import annotations
@@ -34,17 +38,23 @@ import numpy.typing as npt
 from helpers._validate import as_integer
 from helpers.attention import attention_backward, scaled_dot_product_attention
 from helpers.masks import causal_mask
+from helpers.softmax import log_softmax
+from helpers.transformer import Adam, cross_entropy
 
 __all__ = [
     "attention_only_backward",
     "attention_only_forward",
     "composition_score",
+    "copying_score",
+    "head_output_means",
     "init_attention_only_params",
     "k_composition_scores",
     "num_layers_of",
+    "phase_change_step",
     "prefix_matching_score",
     "previous_token_score",
     "repeated_token_batch",
+    "train_attention_only",
 ]
 
 _LAYER_KEYS = ("W_Q", "W_K", "W_V", "W_O")
@@ -302,6 +312,7 @@ def attention_only_forward(
     *,
     num_heads: int,
     ablate: Sequence[tuple[int, int]] = (),
+    replacement: npt.ArrayLike | None = None,
 ) -> tuple[npt.NDArray[np.floating], dict]:
     r"""Logits of an attention-only Transformer, and what the backward pass needs.
 
@@ -315,7 +326,14 @@ def attention_only_forward(
     num_heads : int
         Heads per layer; divides ``d_model``.
     ablate : sequence of (layer, head) pairs, optional
-        Heads whose output is zeroed (their attention is still computed and returned).
+        Heads whose output is replaced: by zeros (zero-ablation), or by ``replacement``
+        (their attention is still computed and returned).
+    replacement : (num_layers, num_heads, length, d_v) array_like, optional
+        What each ablated head outputs instead of its own output, at each position, the
+        same for every sequence of the batch (before ``W_O``; ``d_v = d_model /
+        num_heads``). With the heads' mean outputs over a batch
+        (:func:`head_output_means`), this is mean-ablation. Only the entries of ablated
+        heads are read. Default: zeros.
 
     Returns
     -------
@@ -332,17 +350,23 @@ def attention_only_forward(
     ------
     TypeError, ValueError
         If the token ids are out of range, the sequence is longer than ``max_len``, a
-        parameter has the wrong shape, ``num_heads`` does not divide ``d_model`` or an
-        ablated head does not exist.
+        parameter has the wrong shape, ``num_heads`` does not divide ``d_model``, an
+        ablated head does not exist or ``replacement`` has the wrong shape.
 
     Notes
     -----
-    With :math:`X_0 = W_E[t] + W_\text{pos}` and, for each layer :math:`l`,
+    With :math:`X_0 = W_E[t] + W_\text{pos}` and, for each layer :math:`\ell`,
 
     .. math::
 
-        X_{l+1} = X_l + \sum_h A^{l,h} X_l W_V^{l,h} W_O^{l,h}, \qquad
+        X_{\ell+1} = X_\ell + \sum_r A^{\ell,r} X_\ell W_V^{\ell,r} W_O^{\ell,r}, \qquad
         \text{logits} = X_L W_U .
+
+    Zeroing a head's output (zero-ablation) also moves the residual stream away from
+    anything the later layers saw in training; replacing it by its mean over a batch
+    (mean-ablation) removes only what the head's output says about the particular
+    sequence. Where the two disagree, zero-ablation may be measuring its own
+    disturbance of the residual stream rather than what the head contributes.
 
     Examples
     --------
@@ -361,6 +385,15 @@ def attention_only_forward(
     off = _check_ablate(ablate, layers, h)
     B, n = t.shape
     dh = d // h
+    if replacement is not None:
+        rep_ = np.asarray(replacement, dtype=np.float64)
+        if rep_.shape != (layers, h, n, dh):
+            raise ValueError(
+                f"replacement must have shape (num_layers, num_heads, length, d_v) = "
+                f"{(layers, h, n, dh)}, got {rep_.shape}"
+            )
+        if not np.isfinite(rep_).all():
+            raise ValueError("replacement must be finite")
     mask = causal_mask(n)
     X = params["W_E"][t] + params["W_pos"][:n]  # (B, n, d)
     resid = [X]
@@ -372,6 +405,8 @@ def attention_only_forward(
         )  # each (B, h, n, dh)
         Z, A = scaled_dot_product_attention(Q, K, V, mask)  # (B, h, n, dh), (B, h, n, n)
         Z = Z * ~off[layer][:, None, None]  # zero the ablated heads' outputs
+        if replacement is not None:  # ... and put the replacement in their place
+            Z = Z + off[layer][:, None, None] * rep_[layer]  # (B, h, n, dh)
         Zm = Z.transpose(0, 2, 1, 3).reshape(B, n, d)  # heads side by side
         X = X + Zm @ params[f"W_O{layer}"]
         resid.append(X)
@@ -479,6 +514,240 @@ def attention_only_backward(
     grads["W_pos"] = np.zeros_like(W_pos, dtype=np.float64)
     grads["W_pos"][:n] = dX.sum(axis=0)
     return {k: grads[k] for k in params}
+
+
+def head_output_means(cache: Mapping[str, object]) -> npt.NDArray[np.floating]:
+    r"""Each head's output at each position, averaged over the batch: what mean-ablation uses.
+
+    Parameters
+    ----------
+    cache : dict
+        The second result of :func:`attention_only_forward`, on a batch without ablation
+        (a reference batch of the task).
+
+    Returns
+    -------
+    means : (num_layers, num_heads, length, d_v) ndarray
+        ``means[l, r, i]``: head ``r`` of layer ``l``'s output at position ``i`` (before
+        ``W_O``), averaged over the sequences of the batch. Pass it as ``replacement``
+        to :func:`attention_only_forward` to mean-ablate heads.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.circuits import (
+    ...     attention_only_forward,
+    ...     head_output_means,
+    ...     init_attention_only_params,
+    ... )
+    >>> params = init_attention_only_params(10, 8, 2, 2, 16, rng=np.random.default_rng(0))
+    >>> tokens = np.random.default_rng(1).integers(0, 10, size=(5, 6))
+    >>> _, cache = attention_only_forward(tokens, params, num_heads=2)
+    >>> means = head_output_means(cache)
+    >>> means.shape  # (layers, heads, positions, d_v)
+    (2, 2, 6, 4)
+    >>> ablated, _ = attention_only_forward(
+    ...     tokens, params, num_heads=2, ablate=[(0, 1)], replacement=means
+    ... )
+    >>> ablated.shape
+    (5, 6, 10)
+    """
+    h = cache["num_heads"]
+    Z = np.stack(cache["Z"])  # (L, B, n, d): the heads side by side
+    L, B, n, d = Z.shape
+    return Z.reshape(L, B, n, h, d // h).mean(axis=1).transpose(0, 2, 1, 3)
+
+
+# ---------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------
+
+
+def _token_losses(
+    tokens: np.ndarray, params: Mapping[str, np.ndarray], num_heads: int
+) -> tuple[np.ndarray, dict]:
+    """(B, n - 1) next-token losses of ``tokens``, and the forward pass's cache."""
+    logits, cache = attention_only_forward(tokens, params, num_heads=num_heads)
+    logp = log_softmax(logits[:, :-1], axis=-1)
+    return -np.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0], cache
+
+
+def train_attention_only(
+    params: dict[str, np.ndarray],
+    *,
+    num_heads: int,
+    steps: int,
+    rng: np.random.Generator,
+    eval_tokens: npt.ArrayLike,
+    eval_predictable: npt.ArrayLike,
+    batch: int = 32,
+    lr: float = 1e-2,
+    every: int = 25,
+    min_period: int = 3,
+    max_period: int = 11,
+) -> dict[str, np.ndarray]:
+    r"""Train an attention-only model on repeated segments, as chapter 8 does; record its history.
+
+    Parameters
+    ----------
+    params : dict of str to ndarray
+        As made by :func:`init_attention_only_params`; trained in place.
+    num_heads : int
+        Heads per layer.
+    steps : int
+        Number of Adam steps.
+    rng : numpy.random.Generator
+        Draws every step's batch (:func:`repeated_token_batch`, as long as
+        ``eval_tokens``, with the vocabulary of ``params``).
+    eval_tokens : (b, length) array_like of int
+        A fixed evaluation batch of the task.
+    eval_predictable : (b, length - 1) array_like of bool
+        Which of its next tokens are predictable (the second result of
+        :func:`repeated_token_batch`).
+    batch : int, default 32
+        Sequences per step.
+    lr : float, default 1e-2
+        Adam's learning rate.
+    every : int, default 25
+        Evaluate at every step that is a multiple of ``every``, from 0 to ``steps``.
+    min_period, max_period : int, default 3 and 11
+        The task's segment lengths.
+
+    Returns
+    -------
+    history : dict of str to ndarray
+        ``"train"`` ``(steps,)``: each step's training loss (mean next-token
+        cross-entropy over every position of the batch). At each evaluation ``k``:
+        ``"step"`` ``(k,)``; ``"in_context"`` and ``"other"``, the mean loss on the
+        predictable next tokens of the evaluation batch and on all the others;
+        ``"position_loss"`` ``(k, length - 1)``, the mean loss of each next-token
+        position; ``"prev"`` and ``"prefix"`` ``(k, num_layers, num_heads)``, the
+        scores of :func:`previous_token_score` and :func:`prefix_matching_score`;
+        ``"frames"`` ``(k, num_layers, num_heads, length, length)``, the attention
+        weights on the first evaluation sequence.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If a count is not a positive integer, ``rng`` is not a Generator, or the
+        evaluation batch does not fit the model.
+
+    Notes
+    -----
+    Each step draws a fresh batch from ``rng``, runs :func:`attention_only_forward`,
+    takes the cross-entropy of every next-token prediction
+    (:func:`helpers.transformer.cross_entropy`), back-propagates with
+    :func:`attention_only_backward` and takes one step of
+    :class:`helpers.transformer.Adam`. Everything is float64 and deterministic: the
+    same parameters and generator state give the same history, bit for bit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.circuits import (
+    ...     init_attention_only_params,
+    ...     repeated_token_batch,
+    ...     train_attention_only,
+    ... )
+    >>> params = init_attention_only_params(10, 8, 2, 2, 12, rng=np.random.default_rng(0))
+    >>> tokens, pred = repeated_token_batch(
+    ...     16, 12, 10, rng=np.random.default_rng(1), min_period=2, max_period=5
+    ... )
+    >>> hist = train_attention_only(
+    ...     params,
+    ...     num_heads=2,
+    ...     steps=20,
+    ...     rng=np.random.default_rng(2),
+    ...     eval_tokens=tokens,
+    ...     eval_predictable=pred,
+    ...     every=10,
+    ...     min_period=2,
+    ...     max_period=5,
+    ... )
+    >>> hist["step"], hist["train"].shape, hist["prev"].shape
+    (array([ 0, 10, 20]), (20,), (3, 2, 2))
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    vocab, _, h, _, max_len = _check_params(params, num_heads)
+    steps = as_integer(steps, "steps")
+    batch = as_integer(batch, "batch", minimum=1)
+    every = as_integer(every, "every", minimum=1)
+    e_tokens = _check_tokens(eval_tokens, vocab, max_len)
+    e_pred = np.asarray(eval_predictable)
+    if e_pred.dtype != bool or e_pred.shape != (e_tokens.shape[0], e_tokens.shape[1] - 1):
+        raise ValueError(
+            f"eval_predictable must be bool of shape (b, length - 1) = "
+            f"{(e_tokens.shape[0], e_tokens.shape[1] - 1)}, got {e_pred.dtype} {e_pred.shape}"
+        )
+    if not e_pred.any() or e_pred.all():
+        raise ValueError("eval_predictable must mark some next tokens predictable, not all")
+    length = e_tokens.shape[1]
+    optimiser = Adam(params, lr=lr)
+    keys = ("step", "train", "in_context", "other", "position_loss", "prev", "prefix", "frames")
+    history: dict[str, list] = {k: [] for k in keys}
+    for step in range(steps + 1):
+        if step % every == 0:
+            nll, cache = _token_losses(e_tokens, params, h)  # (b, length - 1)
+            history["step"].append(step)
+            history["in_context"].append(nll[e_pred].mean())
+            history["other"].append(nll[~e_pred].mean())
+            history["position_loss"].append(nll.mean(axis=0))
+            history["prev"].append(previous_token_score(cache["weights"]))
+            history["prefix"].append(prefix_matching_score(cache["weights"], e_tokens))
+            history["frames"].append(cache["weights"][:, 0])  # (L, H, n, n)
+        if step == steps:
+            break
+        tokens, _ = repeated_token_batch(
+            batch, length, vocab, rng=rng, min_period=min_period, max_period=max_period
+        )
+        logits, cache = attention_only_forward(tokens, params, num_heads=h)
+        loss, grad = cross_entropy(logits[:, :-1].reshape(-1, vocab), tokens[:, 1:].ravel())
+        grad_logits = np.zeros_like(logits)  # the last position predicts nothing
+        grad_logits[:, :-1] = grad.reshape(batch, -1, vocab)
+        optimiser.step(attention_only_backward(grad_logits, cache))
+        history["train"].append(loss)
+    return {k: np.array(v) for k, v in history.items()}
+
+
+def phase_change_step(
+    steps: npt.ArrayLike, in_context: npt.ArrayLike, threshold: float
+) -> int | None:
+    r"""The first evaluated step whose in-context loss is below ``threshold``, or None.
+
+    Parameters
+    ----------
+    steps : (k,) array_like of int
+        The evaluated steps, increasing (``history["step"]`` of
+        :func:`train_attention_only`).
+    in_context : (k,) array_like
+        The in-context loss at those steps.
+    threshold : float
+        Chapter 8 takes half of :math:`\log |\mathcal V|`: "the in-context loss has
+        halved".
+
+    Returns
+    -------
+    int or None
+        The step, at the resolution of the evaluations; None if the loss never goes
+        below ``threshold``.
+
+    Examples
+    --------
+    >>> from helpers.circuits import phase_change_step
+    >>> phase_change_step([0, 25, 50, 75], [3.9, 3.8, 1.5, 1.0], threshold=1.9)
+    50
+    >>> phase_change_step([0, 25], [3.9, 3.8], threshold=1.9) is None
+    True
+    """
+    s = np.asarray(steps)
+    loss = np.asarray(in_context, dtype=np.float64)
+    if s.ndim != 1 or loss.shape != s.shape:
+        raise ValueError(
+            f"steps and in_context must be 1-d of the same length, got {s.shape}, {loss.shape}"
+        )
+    below = np.flatnonzero(loss < threshold)
+    return int(s[below[0]]) if below.size else None
 
 
 # ---------------------------------------------------------------------------
@@ -608,10 +877,11 @@ def composition_score(W_A: npt.ArrayLike, W_B: npt.ArrayLike) -> float:
     Parameters
     ----------
     W_A : (d, d) array_like
-        The reading matrix (for K-composition, the later head's :math:`W_{QK}`).
+        The first factor (for K-composition, the later head's :math:`W_{QK}`; for
+        Q-composition, the earlier head's :math:`W_{OV}`).
     W_B : (d, d) array_like
-        The writing matrix, transposed as the reading side needs (for K-composition,
-        :math:`W_{OV}^\top` of the earlier head).
+        The second factor (for K-composition, :math:`W_{OV}^\top` of the earlier head;
+        for Q-composition, the later head's :math:`W_{QK}`).
 
     Returns
     -------
@@ -654,14 +924,22 @@ def k_composition_scores(
     Returns
     -------
     scores : (num_heads, num_heads) ndarray
-        ``scores[h2, h1]``: :func:`composition_score` of
-        :math:`W_{QK}^{h_2} = W_Q^{h_2} W_K^{h_2\top}` and :math:`W_{OV}^{h_1\top}`, with
-        :math:`W_{OV}^{h_1} = W_V^{h_1} W_O^{h_1}`. In the row-vector convention the
-        score of a query :math:`x_i` and a key :math:`x_j` is :math:`x_i W_{QK} x_j^\top`;
-        a key that carries head :math:`h_1`'s output :math:`x_j W_{OV}` adds
-        :math:`x_i W_{QK} W_{OV}^\top x_j^\top` (Elhage et al. 2021, who write it in
-        the column convention as :math:`\|W_{QK}^\top W_{OV}\|_F / (\|W_{QK}\|_F
-        \|W_{OV}\|_F)`).
+        ``scores[r2, r1]``: :func:`composition_score` of
+        :math:`W_{QK}^{r_2} = W_Q^{r_2} W_K^{r_2\top}` (head :math:`r_2` of ``reader``)
+        and :math:`W_{OV}^{r_1\top}`, with :math:`W_{OV}^{r_1} = W_V^{r_1} W_O^{r_1}`
+        (head :math:`r_1` of ``writer``).
+
+    Notes
+    -----
+    In the row-vector convention the score of a query :math:`x_i` and a key
+    :math:`x_j` is :math:`x_i W_{QK} x_j^\top`; a key that carries head :math:`r_1`'s
+    output :math:`x_j W_{OV}` adds :math:`x_i W_{QK} W_{OV}^\top x_j^\top`, so the score
+    is :math:`\|W_{QK} W_{OV}^\top\|_F / (\|W_{QK}\|_F \|W_{OV}\|_F)`. Elhage et al.
+    (2021) work with column vectors: their :math:`W_{QK}` is this one, their
+    :math:`W_{OV}` is the transpose of this one, and their K-composition
+    :math:`\|W_{QK} W_{OV}\|_F / (\dots)` is the same number. Their
+    :math:`\|W_{QK}^\top W_{OV}\|_F / (\dots)` is Q-composition (a query that reads
+    the earlier head), here :math:`\|W_{OV} W_{QK}\|_F / (\dots)`.
 
     Examples
     --------
@@ -678,11 +956,57 @@ def k_composition_scores(
             raise ValueError(f"{name} = {v} is not a layer: the model has layers 0..{layers - 1}")
     dh = d // h
     scores = np.empty((h, h))
-    for h2 in range(h):
-        cols = slice(h2 * dh, (h2 + 1) * dh)
+    for r2 in range(h):
+        cols = slice(r2 * dh, (r2 + 1) * dh)
         W_QK = params[f"W_Q{reader}"][:, cols] @ params[f"W_K{reader}"][:, cols].T
-        for h1 in range(h):
-            c1 = slice(h1 * dh, (h1 + 1) * dh)
+        for r1 in range(h):
+            c1 = slice(r1 * dh, (r1 + 1) * dh)
             W_OV = params[f"W_V{writer}"][:, c1] @ params[f"W_O{writer}"][c1, :]
-            scores[h2, h1] = composition_score(W_QK, W_OV.T)
+            scores[r2, r1] = composition_score(W_QK, W_OV.T)
     return scores
+
+
+def copying_score(M: npt.ArrayLike) -> float:
+    r"""Elhage et al.'s positive-eigenvalue score of a square circuit: 1 for a copying head.
+
+    Parameters
+    ----------
+    M : (k, k) array_like
+        A square matrix from tokens to tokens, such as a head's OV circuit
+        :math:`W_E W_{OV} W_U` (rows: the token attended to, columns: the logit it
+        raises).
+
+    Returns
+    -------
+    float
+        :math:`\operatorname{Re} \sum_i \lambda_i / \sum_i |\lambda_i|` over the
+        eigenvalues :math:`\lambda_i` of ``M``, in :math:`[-1, 1]`: near 1 when the
+        eigenvalues are positive (the circuit raises the logit of the token it reads,
+        "copying"), near -1 when they are negative (it lowers it).
+
+    Raises
+    ------
+    ValueError
+        If ``M`` is not a square, finite, nonzero matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.circuits import copying_score
+    >>> copying_score(np.diag([3.0, 1.0, 2.0]))  # raises each token's own logit
+    1.0
+    >>> copying_score(-np.eye(3))
+    -1.0
+    >>> abs(copying_score(np.array([[0.0, -1.0], [1.0, 0.0]]))) < 1e-12  # eigenvalues +-i
+    True
+    """
+    A = np.asarray(M, dtype=np.float64)
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
+        raise ValueError(f"M must be a square matrix, got shape {A.shape}")
+    if not np.isfinite(A).all():
+        raise ValueError("M must be finite")
+    ev = np.linalg.eigvals(A)
+    total = np.abs(ev).sum()
+    if total == 0:
+        raise ValueError("M has only zero eigenvalues: the score is undefined")
+    return float(ev.sum().real / total)

@@ -615,22 +615,32 @@ def next_token_distribution(
         Keep only the ``k`` largest logits (ties at the threshold are kept too) and
         renormalise; default: the whole vocabulary.
     top_p : float, optional
-        Nucleus sampling (Holtzman et al. 2020), in ``(0, 1]``: of the tokens left by
-        top-``k``, sorted by decreasing probability, keep the smallest prefix whose
-        probability sums to at least ``top_p`` (a token is kept when the probability of
-        the tokens ranked above it is below ``top_p``; the most likely token is always
-        kept), and renormalise. Default (or 1): no truncation.
+        Nucleus sampling (Holtzman et al. 2020), in ``(0, 1]``: rank the tokens left by
+        top-``k`` by decreasing probability, a tie going to the *later* token, and keep
+        the shortest prefix of that ranking whose probability sums to at least ``top_p``
+        (a token is kept when the tokens ranked above it hold less than ``top_p``; the
+        most likely token is always kept), then renormalise. Default (or 1): no
+        truncation.
 
     Returns
     -------
     probs : (..., V) ndarray
-        :math:`\operatorname{softmax}(z / \tau)` over the kept tokens, 0 elsewhere.
+        :math:`\operatorname{softmax}(z / \tau)` over the kept tokens, 0 elsewhere, in the
+        dtype of ``logits`` (float64 for integer logits).
 
     Notes
     -----
-    Top-``p`` is computed as Hugging Face computes it: probabilities sorted in increasing
-    order, their cumulative sums ``c``, and a token removed when ``c <= 1 - top_p``. Tied
-    probabilities are ranked by index (a stable sort), the larger index first.
+    Top-``p`` decides which tokens to keep in float64, whatever the dtype of ``logits``.
+    The ranking, ties included, is that of Hugging Face's ``TopPLogitsWarper`` (an
+    ascending stable sort, read from the end; its PyTorch sort keeps ties in index order
+    for short rows). The warper removes a token when the cumulative probability of it and
+    every token ranked below it is at most ``1 - top_p``, which is the same rule in exact
+    arithmetic. At an exact boundary the two computations round differently: for
+    probabilities ``(0.5, 0.3, 0.2)`` and ``top_p = 0.8`` the first two tokens hold exactly
+    0.8, so the third goes, but ``1 - 0.8`` is ``0.19999999999999996`` in float64 and the
+    warper keeps it (in float32 it drops it). Here a mass within ``1e-9`` of ``top_p``
+    counts as reaching it, so exact boundaries are decided as exact arithmetic decides
+    them; elsewhere the kept tokens are the warper's (the tests compare them).
 
     Examples
     --------
@@ -666,16 +676,26 @@ def next_token_distribution(
         if k < z.shape[-1]:
             kth = np.sort(z, axis=-1)[..., -k, None]  # the k-th largest logit
             z = np.where(z >= kth, z, -np.inf)
-    p = softmax(z, axis=-1)
-    if top_p is None or top_p == 1:
-        return p
-    order = np.argsort(p, axis=-1, kind="stable")  # increasing probability
-    cum = np.cumsum(np.take_along_axis(p, order, axis=-1), axis=-1)  # (..., V)
-    remove_sorted = cum <= 1 - float(top_p)
-    remove_sorted[..., -1] = False  # the most likely token stays
-    remove = np.empty_like(remove_sorted)
-    np.put_along_axis(remove, order, remove_sorted, axis=-1)
-    return softmax(np.where(remove, -np.inf, z), axis=-1)
+    if top_p is not None and top_p < 1:
+        z = np.where(_nucleus(z, float(top_p)), z, -np.inf)
+    return softmax(z, axis=-1)
+
+
+_TOP_P_SLACK = 1e-9  # a mass this close to top_p counts as reaching it
+
+
+def _nucleus(z: np.ndarray, top_p: float) -> np.ndarray:
+    """The tokens top-``p`` keeps, ``(..., V)`` booleans (see :func:`next_token_distribution`)."""
+    q = softmax(z.astype(np.float64), axis=-1)
+    # most probable first; ties: the later token first (an ascending stable sort, reversed)
+    order = np.flip(np.argsort(q, axis=-1, kind="stable"), axis=-1)
+    q_sorted = np.take_along_axis(q, order, axis=-1)
+    above = np.cumsum(q_sorted, axis=-1) - q_sorted  # the mass ranked above each token
+    keep_sorted = above < top_p - _TOP_P_SLACK
+    keep_sorted[..., 0] = True  # the most likely token stays
+    keep = np.empty_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    return keep
 
 
 def sample_next_token(
@@ -787,8 +807,15 @@ def beam_search(
     num_tokens: int,
     *,
     beam_width: int,
+    eos_id: int | None = None,
+    length_penalty: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Beam search: the ``beam_width`` best continuations kept at every step.
+
+    With ``eos_id``, a hypothesis ends when it adds that token, and hypotheses of
+    different lengths are compared by their length-normalised scores, as in Hugging
+    Face's ``generate(num_beams=beam_width, eos_token_id=eos_id,
+    length_penalty=length_penalty, early_stopping=True)``.
 
     Parameters
     ----------
@@ -799,25 +826,48 @@ def beam_search(
     prompt_ids : (n0,) array_like of int
         The sequence every beam starts from (``n0 >= 1``: a start token at least).
     num_tokens : int
-        How many tokens to add (there is no end token: every beam has the same length).
+        The most tokens a hypothesis adds (without ``eos_id``: exactly this many).
     beam_width : int
         How many partial sequences are kept after each step; 1 is greedy decoding.
+    eos_id : int, optional
+        The end-of-sequence token. Default: none, every hypothesis adds ``num_tokens``.
+    length_penalty : float, default 1.0
+        The exponent :math:`\alpha` of the length normalisation (with ``eos_id`` only):
+        0 compares summed log-probabilities, 1 their mean per added token.
 
     Returns
     -------
-    tokens : (w, n0 + num_tokens) ndarray of int
-        The kept sequences, best first (``w = min(beam_width, V**num_tokens)``).
+    tokens : (w, n0 + L) ndarray of int
+        The hypotheses, best first, ``w <= beam_width``; ``L`` is the longest one's number
+        of added tokens, and a shorter one is padded with ``eos_id`` after its end.
     scores : (w,) ndarray
-        Their log-probabilities :math:`\sum_t \log p(y_t \mid y_{<t})` over the added
-        tokens, decreasing.
+        Decreasing. Without ``eos_id``: the summed log-probabilities
+        :math:`\sum_t \log p(y_t \mid y_{<t})` of the added tokens. With ``eos_id``: that sum
+        divided by :math:`L^\alpha`, where :math:`L` counts the tokens the hypothesis added,
+        its end token included (not the prompt).
 
     Notes
     -----
-    Each step scores the ``m V`` one-token extensions of the ``m`` kept sequences in one
-    call of ``next_log_probs`` and keeps the ``beam_width`` best (ties: the lower beam,
-    then the lower token id). With ``beam_width >= V**(num_tokens - 1)`` no prefix is ever
-    dropped and the best sequence is the exact maximum over all ``V**num_tokens``; with
-    ``beam_width = 1`` it is greedy decoding.
+    Each step scores the ``m V`` one-token extensions of the ``m`` running hypotheses in
+    one call of ``next_log_probs`` and ranks them by summed log-probability (ties: the
+    lower beam, then the lower token id). Without ``eos_id`` the ``beam_width`` best run
+    on. With ``eos_id`` the rules are Hugging Face's, with ``early_stopping=True``:
+
+    * of the ``beam_width`` best extensions, those that add ``eos_id`` are finished, with
+      their normalised score; an end token ranked lower is discarded;
+    * the ``beam_width`` best extensions that do not end run on (so the beam stays full);
+      a finished hypothesis is never extended;
+    * of all the finished hypotheses, the ``beam_width`` best (by normalised score; ties:
+      the one finished first) are kept, and the search stops as soon as ``beam_width``
+      have finished, even if a running one might still overtake them;
+    * after ``num_tokens`` steps the ``beam_width`` best running hypotheses finish
+      without an end token, with :math:`L` = ``num_tokens``.
+
+    Without ``eos_id`` every hypothesis has the same length, so dividing by
+    ``num_tokens ** length_penalty`` would change no ranking: the scores are the sums.
+    With ``beam_width >= V**(num_tokens - 1)`` nothing is pruned and the best sequence is
+    the exact maximum over all ``V**num_tokens``; with ``beam_width = 1`` it is greedy
+    decoding.
 
     Examples
     --------
@@ -831,6 +881,13 @@ def beam_search(
     >>> tokens, scores = beam_search(next_log_probs, [0], 2, beam_width=2)
     >>> tokens[0], np.exp(scores[0]).round(2)  # 0.4 * 0.95 = 0.38 beats 0.6 * 0.6
     (array([0, 1, 1]), np.float64(0.38))
+
+    With token 0 as the end token, "0" ends at once (probability 0.6) and "1 1" goes on:
+
+    >>> tokens, scores = beam_search(next_log_probs, [0], 2, beam_width=2, eos_id=0)
+    >>> tokens, scores.round(3)  # mean log-probability per token: log(0.38) / 2 > log(0.6)
+    (array([[0, 1, 1],
+           [0, 0, 0]]), array([-0.484, -0.511]))
     """
     if not callable(next_log_probs):
         raise TypeError(f"next_log_probs must be callable, got {type(next_log_probs).__name__}")
@@ -841,22 +898,53 @@ def beam_search(
         raise ValueError(f"prompt_ids must have shape (n0,) with n0 >= 1, got {ids.shape}")
     steps = as_integer(num_tokens, "num_tokens", minimum=0)
     width = as_integer(beam_width, "beam_width", minimum=1)
-    beams = ids[None, :].astype(np.int64)  # (m, t), m = 1 at first
-    scores = np.zeros(1)
-    for _ in range(steps):
-        logp = np.asarray(next_log_probs(beams), dtype=np.float64)
-        if logp.ndim != 2 or logp.shape[0] != len(beams):
+    eos = None if eos_id is None else as_integer(eos_id, "eos_id", minimum=0)
+    if (
+        isinstance(length_penalty, (bool, np.bool_))
+        or not isinstance(length_penalty, numbers.Real)
+        or not np.isfinite(length_penalty)
+    ):
+        raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
+    alpha = float(length_penalty) if eos is not None else 0.0
+    n0 = ids.size
+    running = ids[None, :].astype(np.int64)  # (m, n0 + t - 1), m = 1 at first
+    run_scores = np.zeros(1)  # summed log-probabilities of the running hypotheses
+    if steps == 0:
+        return running, run_scores
+    pad = 0 if eos is None else eos  # after a hypothesis's end (never needed without eos)
+    done = np.zeros((0, n0 + steps), dtype=np.int64)  # the finished hypotheses, padded
+    done_scores = np.zeros(0)  # their normalised scores
+    done_added = np.zeros(0, dtype=np.int64)  # how many tokens each added
+    for t in range(1, steps + 1):
+        logp = np.asarray(next_log_probs(running), dtype=np.float64)
+        if logp.ndim != 2 or logp.shape[0] != len(running):
             raise ValueError(
-                f"next_log_probs must return shape ({len(beams)}, V) for tokens of shape "
-                f"{beams.shape}, got {logp.shape}"
+                f"next_log_probs must return shape ({len(running)}, V) for tokens of shape "
+                f"{running.shape}, got {logp.shape}"
             )
         V = logp.shape[1]
-        total = (scores[:, None] + logp).ravel()  # (m V,): every one-token extension
-        best = np.argsort(-total, kind="stable")[:width]  # ties: lower flat index first
+        if eos is not None and eos >= V:
+            raise ValueError(f"eos_id must be a token id below V = {V}, got {eos}")
+        total = (run_scores[:, None] + logp).ravel()  # (m V,): every one-token extension
+        best = np.argsort(-total, kind="stable")[: 2 * width]  # ties: lower flat index first
         beam, token = np.divmod(best, V)
-        beams = np.concatenate([beams[beam], token[:, None]], axis=1)
-        scores = total[best]
-    return beams, scores
+        ends = (token == eos) | (t == steps)  # an end token, or the last step
+        new = np.flatnonzero(ends[:width])  # only the beam_width best may finish
+        if new.size:
+            seqs = np.full((new.size, n0 + steps), pad, dtype=np.int64)
+            seqs[:, : n0 + t - 1] = running[beam[new]]
+            seqs[:, n0 + t - 1] = token[new]
+            done = np.concatenate([done, seqs])
+            done_scores = np.concatenate([done_scores, total[best[new]] / t**alpha])
+            done_added = np.concatenate([done_added, np.full(new.size, t)])
+            keep = np.argsort(-done_scores, kind="stable")[:width]  # ties: finished first
+            done, done_scores, done_added = done[keep], done_scores[keep], done_added[keep]
+        if len(done) == width or t == steps:
+            break  # early stopping: beam_width hypotheses have finished
+        live = np.flatnonzero(~ends)[:width]  # the best that do not end run on
+        running = np.concatenate([running[beam[live]], token[live, None]], axis=1)
+        run_scores = total[best[live]]
+    return done[:, : n0 + done_added.max()], done_scores
 
 
 # ---------------------------------------------------------------------------

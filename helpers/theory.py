@@ -5,14 +5,16 @@ bound for L2 self-attention, the rank-collapse residual of Dong, Cordonnier and 
 the smallest head width that can express an attention pattern exactly, and attention
 truncated to its k largest weights.
 
-Every function works on one sequence: ``X`` of shape ``(n, d)``, a row per token (the
-row-vector convention of ``book/notation.md``); :func:`rank_collapse_residual` and
+Every function works on a sequence ``X`` of shape ``(n, d)``, a row per token (the
+row-vector convention of ``book/notation.md``); :func:`l2_self_attention`,
+:func:`l2_self_attention_jacobian`, :func:`rank_collapse_residual` and
 :func:`truncated_attention` also accept leading batch axes.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +27,7 @@ __all__ = [
     "l2_self_attention",
     "l2_self_attention_jacobian",
     "min_head_width",
+    "minimise_bfgs",
     "rank_collapse_residual",
     "self_attention_jacobian",
     "truncated_attention",
@@ -46,9 +49,9 @@ def _matrix(x: npt.ArrayLike, name: str, layout: str) -> np.ndarray:
 
 
 def _weights(X: np.ndarray, W: np.ndarray, name: str) -> None:
-    if W.shape[0] != X.shape[1]:
+    if W.shape[0] != X.shape[-1]:
         raise ValueError(
-            f"{name} must have as many rows as X has columns (d = {X.shape[1]}); "
+            f"{name} must have as many rows as X has columns (d = {X.shape[-1]}); "
             f"got X of shape {X.shape} and {name} of shape {W.shape}"
         )
 
@@ -127,16 +130,25 @@ def self_attention_jacobian(
 
 
 def _l2_parts(X: np.ndarray, W_Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Weights P (n, n), G = X W_Q W_Q^T (n, d), and sqrt(d_k) of L2 self-attention."""
+    """Weights P (..., n, n), G = X W_Q W_Q^T (..., n, d), and sqrt(d_k) of L2 attention."""
     root = math.sqrt(W_Q.shape[1])
-    Q = X @ W_Q  # (n, d_k)
-    diff = Q[:, None, :] - Q[None, :, :]  # (n, n, d_k): exact for large, nearby tokens,
-    dist2 = np.sum(diff * diff, axis=-1)  # where |q_i|^2 + |q_j|^2 - 2 q_i.q_j cancels
+    Q = X @ W_Q  # (..., n, d_k)
+    diff = Q[..., :, None, :] - Q[..., None, :, :]  # (..., n, n, d_k): exact for large,
+    dist2 = np.sum(
+        diff * diff, axis=-1
+    )  # nearby tokens, where |q_i|^2 + |q_j|^2 - 2 q_i.q_j cancels
     return softmax(-dist2 / root, axis=-1), Q @ W_Q.T, root
 
 
 def _l2_inputs(X, W_Q, W_V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    X = _matrix(X, "X", "(n, d)")
+    X = as_real_array(X, "X", bool_hint=_BOOL)
+    if X.ndim < 2:
+        raise ValueError(f"X must have shape (..., n, d), at least 2-D; got shape {X.shape}")
+    if X.shape[-1] == 0 or X.shape[-2] == 0:
+        raise ValueError(f"X must not be empty; got shape {X.shape}")
+    if not np.isfinite(X).all():
+        raise ValueError("X must be finite; it contains nan or inf")
+    X = X.astype(np.float64, copy=False)
     W_Q = _matrix(W_Q, "W_Q", "(d, d_k)")
     W_V = _matrix(W_V, "W_V", "(d, d_v)")
     _weights(X, W_Q, "W_Q")
@@ -151,8 +163,8 @@ def l2_self_attention(
 
     Parameters
     ----------
-    X : (n, d) array_like
-        The input tokens.
+    X : (..., n, d) array_like
+        The input tokens, one per row; leading axes are batch axes.
     W_Q : (d, d_k) array_like
         The query map, which is also the key map.
     W_V : (d, d_v) array_like
@@ -160,14 +172,15 @@ def l2_self_attention(
 
     Returns
     -------
-    O : (n, d_v) ndarray
+    O : (..., n, d_v) ndarray
         ``P X A W_V`` with ``A = W_Q W_Q^T / sqrt(d_k)`` and
         ``P[i, j] = softmax_j(-||x_i W_Q - x_j W_Q||^2 / sqrt(d_k))``.
 
     Raises
     ------
     ValueError
-        If an argument is not 2-D, is empty or not finite, or the shapes do not fit.
+        If ``X`` has fewer than 2 dimensions, a weight is not 2-D, an argument is empty
+        or not finite, or the shapes do not fit.
     TypeError
         If an argument is not an array of real numbers.
 
@@ -199,15 +212,16 @@ def l2_self_attention_jacobian(
 
     Parameters
     ----------
-    X : (n, d) array_like
+    X : (..., n, d) array_like
+        The input tokens; leading axes are batch axes (one Jacobian per sequence).
     W_Q : (d, d_k) array_like
     W_V : (d, d_v) array_like
 
     Returns
     -------
-    J : (n * d_v, n * d) ndarray
-        ``J[i * d_v + c, j * d + a] = dO[i, c] / dX[j, a]`` (row-major, as in
-        :func:`self_attention_jacobian`).
+    J : (..., n * d_v, n * d) ndarray
+        ``J[..., i * d_v + c, j * d + a] = dO[..., i, c] / dX[..., j, a]`` (row-major,
+        as in :func:`self_attention_jacobian`).
 
     Raises
     ------
@@ -231,19 +245,22 @@ def l2_self_attention_jacobian(
     >>> rng = np.random.default_rng(0)
     >>> l2_self_attention_jacobian(rng.standard_normal((4, 3)), np.eye(3), np.eye(3)).shape
     (12, 12)
+    >>> l2_self_attention_jacobian(rng.standard_normal((5, 4, 3)), np.eye(3), np.eye(3)).shape
+    (5, 12, 12)
     """
     X, W_Q, W_V = _l2_inputs(X, W_Q, W_V)
-    n, d = X.shape
+    n, d = X.shape[-2:]
     d_v = W_V.shape[1]
     P, G, root = _l2_parts(X, W_Q)
     M = W_Q @ W_Q.T @ W_V / root  # (d, d_v)
-    Y = X @ M
-    out = P @ Y
-    C = P[:, :, None] * (Y[None, :, :] - out[:, None, :])  # (n, n, d_v)
-    J = P[:, None, :, None] * M.T[None, :, None, :]  # (i, c, j, a)
-    J += (2 / root) * C.transpose(0, 2, 1)[..., None] * (G[:, None, None, :] - G[None, None, :, :])
-    J[np.arange(n), :, np.arange(n), :] += (2 / root) * np.einsum("imc,ma->ica", C, G)
-    return J.reshape(n * d_v, n * d)
+    Y = X @ M  # (..., n, d_v)
+    C = P[..., None] * (Y[..., None, :, :] - (P @ Y)[..., :, None, :])  # (..., i, j, c)
+    Ct = np.swapaxes(C, -1, -2)  # (..., i, c, j)
+    J = P[..., :, None, :, None] * M.T[:, None, :]  # values: (..., i, c, j, a)
+    J = J + (2 / root) * Ct[..., None] * (G[..., :, None, None, :] - G[..., None, None, :, :])
+    query = (2 / root) * (Ct @ G[..., None, :, :])  # (..., i, c, a): sum_m C[i,m,c] G[m,a]
+    J = J + query[..., :, :, None, :] * np.eye(n)[:, None, :, None]  # j = i only
+    return J.reshape(*X.shape[:-2], n * d_v, n * d)
 
 
 def _phi_inverse(y: float) -> float:
@@ -391,10 +408,14 @@ def min_head_width(log_weights: npt.ArrayLike, *, rtol: float = 1e-9) -> int:
 
     Notes
     -----
-    ``softmax(S) = softmax(L)`` row by row iff ``S - L`` is constant along each row, iff
-    ``S J = L J`` with ``J = I - 1 1^T / m`` the centring matrix. Since
-    ``rank(S J) <= rank(S) <= d_k``, a head needs ``d_k >= rank(L J)``; and ``S = L J``
-    itself has that rank, so the bound is reached.
+    With ``Lambda = log_weights`` and a bar for "each row's mean subtracted" (a product
+    with ``I - 1 1^T / m`` on the right), ``softmax(S) = softmax(Lambda)`` row by row iff
+    ``S - Lambda`` is constant along each row, iff ``bar(S) = bar(Lambda)``. Since
+    ``rank(bar(S)) <= rank(S) <= d_k``, a head needs ``d_k >= rank(bar(Lambda))``; and
+    ``S = bar(Lambda)`` itself has that rank, so the bound is reached. This assumes that
+    ``Q`` and ``K`` may be any matrices and that every weight is positive (finite
+    log-weights): in self-attention the scores also have rank at most ``rank(X)``, and
+    masked (zero) weights leave their scores free, which can lower the width needed.
 
     Examples
     --------
@@ -475,3 +496,127 @@ def truncated_attention(scores: npt.ArrayLike, V: npt.ArrayLike, k: int) -> npt.
     np.put_along_axis(keep, order, True, axis=-1)
     kept = np.where(keep, s.astype(np.float64), -np.inf)
     return softmax(kept, axis=-1) @ V.astype(np.float64)
+
+
+def minimise_bfgs(
+    fun: Callable[[np.ndarray], tuple[npt.ArrayLike, npt.ArrayLike]],
+    x0: npt.ArrayLike,
+    *,
+    steps: int = 200,
+    gtol: float = 1e-10,
+    step: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Minimise a smooth function from many starts at once, by BFGS from every start.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(x)`` takes ``x`` of shape ``(k, ...)``, ``k`` rows shaped like those of
+        ``x0``, and returns ``(f, grad)``: the ``k`` values, shape ``(k,)``, and their
+        gradients, the shape of ``x``. Row ``b`` of ``f`` may depend on row ``b`` of ``x``
+        only (``fun`` is called on the rows that have not converged yet).
+    x0 : (B, ...) array_like
+        ``B`` starting points.
+    steps : int, optional
+        The largest number of iterations.
+    gtol : float, optional
+        A start stops once its gradient has a norm of at most ``gtol``.
+    step : float, optional
+        The first step length tried (at most 1; a smaller one keeps the first steps,
+        taken along the gradient, short).
+
+    Returns
+    -------
+    x : (B, ...) ndarray
+        The point reached from each start.
+    f : (B,) ndarray
+        The values there.
+    grad : (B, ...) ndarray
+        The gradients there (each of norm at most ``gtol`` when converged).
+
+    Raises
+    ------
+    ValueError
+        If ``x0`` is not finite or has no batch axis, if ``steps`` is negative, ``gtol``
+        negative or ``step`` outside (0, 1], or if ``fun`` returns values or gradients
+        of the wrong shape.
+
+    Notes
+    -----
+    Each start keeps its own estimate ``H`` of the inverse Hessian (the identity at
+    first) and its own step length ``t``, and stops on its own once converged, so that
+    a start ends where it would end alone. An iteration tries ``x - t H grad``: the step
+    is taken if it decreases ``f`` by at least ``1e-4`` of the decrease predicted by
+    the gradient (Armijo's condition), and then ``t`` doubles (up to 1); otherwise
+    the start stays where it is and ``t`` is divided by 4. After a step ``s`` with
+    change of gradient ``y``, ``H`` gets the BFGS update
+
+    ``H <- (I - rho s y^T) H (I - rho y s^T) + rho s s^T``, ``rho = 1 / (s^T y)``,
+
+    skipped when ``s^T y <= 0``. Only matrix-vector products are formed, so an
+    iteration costs ``O(k dim^2)`` besides ``fun``; no randomness is involved.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.theory import minimise_bfgs
+    >>> def f(x):  # a narrow quadratic valley around (1, -2), for rows of x (k, 2)
+    ...     r = x - [1.0, -2.0]
+    ...     return np.sum(r * r * [1.0, 100.0], axis=-1), 2 * r * [1.0, 100.0]
+    >>> x, value, grad = minimise_bfgs(f, [[0.0, 0.0], [5.0, 3.0]])
+    >>> x.round(8)
+    array([[ 1., -2.],
+           [ 1., -2.]])
+    """
+    x = as_real_array(x0, "x0", bool_hint=_BOOL)
+    if x.ndim < 1 or x.shape[0] == 0 or x.size == 0:
+        raise ValueError(f"x0 must have shape (B, ...) with B >= 1 starts; got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError("x0 must be finite; it contains nan or inf")
+    steps = as_integer(steps, "steps", minimum=0)
+    if not gtol >= 0:
+        raise ValueError(f"gtol must be at least 0; got {gtol}")
+    if not 0 < step <= 1:
+        raise ValueError(f"step must be in (0, 1]; got {step}")
+    row = x.shape[1:]
+    B = x.shape[0]
+    dim = x.size // B
+    x = x.astype(np.float64).reshape(B, dim)
+
+    def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = len(x)
+        f, g = fun(x.reshape(k, *row))
+        f, g = np.asarray(f, dtype=np.float64), np.asarray(g, dtype=np.float64)
+        if f.shape != (k,) or g.shape != (k, *row):
+            raise ValueError(
+                f"fun must return values of shape {(k,)} and gradients of shape {(k, *row)} "
+                f"for x of shape {(k, *row)}; got {f.shape} and {g.shape}"
+            )
+        return f, g.reshape(k, dim)
+
+    f, g = evaluate(x)
+    H = np.broadcast_to(np.eye(dim), (B, dim, dim)).copy()  # inverse-Hessian estimates
+    t = np.full(B, float(step))
+    for _ in range(steps):
+        a = np.flatnonzero(np.linalg.norm(g, axis=1) > gtol)  # the starts still moving
+        if a.size == 0:
+            break
+        p = -np.einsum("bij,bj->bi", H[a], g[a])  # quasi-Newton directions, (k, dim)
+        x_new = x[a] + t[a, None] * p
+        f_new, g_new = evaluate(x_new)
+        taken = f_new <= f[a] + 1e-4 * t[a] * np.einsum("bi,bi->b", g[a], p)
+        s, y = x_new - x[a], g_new - g[a]
+        sy = np.einsum("bi,bi->b", s, y)
+        rho = np.where(taken & (sy > 0), 1.0 / np.where(sy > 0, sy, 1.0), 0.0)  # 0: no update
+        Hy = np.einsum("bij,bj->bi", H[a], y)
+        yHy = np.einsum("bi,bi->b", y, Hy)
+        H[a] = (
+            H[a]
+            - rho[:, None, None] * (s[:, :, None] * Hy[:, None, :] + Hy[:, :, None] * s[:, None, :])
+            + (rho * rho * yHy + rho)[:, None, None] * s[:, :, None] * s[:, None, :]
+        )
+        x[a] = np.where(taken[:, None], x_new, x[a])
+        f[a] = np.where(taken, f_new, f[a])
+        g[a] = np.where(taken[:, None], g_new, g[a])
+        t[a] = np.where(taken, np.minimum(1.0, 2 * t[a]), t[a] / 4)
+    return x.reshape(B, *row), f, g.reshape(B, *row)

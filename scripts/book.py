@@ -8,6 +8,10 @@ Runs Jupyter Book with warnings as errors and nitpicky references, then serves M
 from the site itself: the npm package `mathjax` (installed into node_modules by
 `make book`) is copied into _static/mathjax, where `mathjax_path` in _config.yml points.
 A student who downloads the built site therefore sees typeset formulas with no network.
+
+Then it cuts the theme's Font Awesome fonts down to the icons the site uses
+(`subset_icon_fonts`, served by book/_static/icons.css; the theme's 1.49 MB fontawesome.js
+is not loaded, see book/_templates/static/webpack-macros.html).
 """
 
 from __future__ import annotations
@@ -40,6 +44,96 @@ def copy_mathjax(html: Path) -> None:
     # The speech-rule engine (sre) is only loaded on request; leave it out to halve the size.
     shutil.copytree(MATHJAX, target, ignore=shutil.ignore_patterns("sre", "*.map"))
     stamp.write_text(version)
+
+
+FONTS = "_static/vendor/fontawesome/webfonts"
+ICON_FONTS = ("fa-solid-900", "fa-regular-400", "fa-brands-400")
+# A rule of Font Awesome's stylesheet naming the glyph of its icon classes:
+# .fa-magnifying-glass:before,.fa-search:before{content:"\f002"}
+_ICON_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+:(?:before|after),?)+)\{content:"(\\[0-9a-f]+|.)"\}')
+_ICON_CLASS = re.compile(r"\bfa-[a-z0-9-]+")
+# A glyph of the private use area named outside those rules: written as is or as \fxxx
+_GLYPH = re.compile(r"[\ue000-\uf8ff]|\\[ef][0-9a-f]{3}\b")
+
+
+THEME_CSS = "_static/styles/pydata-sphinx-theme.css"
+
+
+def theme_css() -> str:
+    """The theme's stylesheet as the installed pydata-sphinx-theme ships it."""
+    import pydata_sphinx_theme
+
+    theme = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme"
+    return (theme / "static" / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+
+
+def _codepoint(text: str) -> int:
+    return int(text[1:], 16) if text.startswith("\\") else ord(text)
+
+
+def icon_codepoints(html: Path) -> set[int]:
+    """The Font Awesome glyphs the built site can show: every icon class named in a page
+    or a script (one adds fa-xmark to the search dialog), through the stylesheet's rules,
+    and every glyph the stylesheets name directly (the admonitions' marks, --pst-icon-*)."""
+    styles = [theme_css()]  # the theme's own (the site's copy is trimmed)
+    styles += [
+        p.read_text(encoding="utf-8")
+        for p in (html / "_static").rglob("*.css")
+        if p != html / THEME_CSS
+    ]
+    by_class: dict[str, int] = {}
+    direct: set[int] = set()
+    for css in styles:
+        for selectors, glyph in _ICON_RULE.findall(css):
+            for name in re.findall(r"\.(fa-[a-z0-9-]+)", selectors):
+                by_class[name] = _codepoint(glyph)
+        rest = _ICON_RULE.sub("", css)
+        direct |= {_codepoint(g) for g in _GLYPH.findall(rest)}
+    named: set[str] = set()
+    for path in [*html.rglob("*.html"), *(html / "_static").rglob("*.js")]:
+        if "mathjax" not in path.parts:
+            if path.name == "fontawesome.js":  # the theme's own, no longer loaded
+                continue
+            named |= set(_ICON_CLASS.findall(path.read_text(encoding="utf-8", errors="ignore")))
+    return direct | {by_class[n] for n in named if n in by_class}
+
+
+def subset_icon_fonts(html: Path) -> dict[str, int]:
+    """Write FONTS/NAME.book.woff, each theme font with only the glyphs the site uses."""
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+
+    codepoints = icon_codepoints(html)
+    sizes = {"css": trim_theme_css(html, codepoints)}
+    for name in ICON_FONTS:
+        font = TTFont(html / FONTS / f"{name}.ttf")
+        options = subset.Options()
+        options.flavor = "woff"
+        options.layout_features = ["*"]
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=codepoints)
+        subsetter.subset(font)
+        target = html / FONTS / f"{name}.book.woff"
+        font.flavor = "woff"
+        font.save(target)
+        sizes[name] = target.stat().st_size
+    return sizes
+
+
+def trim_theme_css(html: Path, codepoints: set[int]) -> int:
+    """Write the theme's stylesheet without Font Awesome's rules for the icons the site
+    does not use (about 2,000 of them, 90 kB of its 397 kB); returns its new size.
+
+    It is cut from the theme's own file (in the installed package), so a second build
+    gives the same bytes."""
+    css = theme_css()
+
+    def keep(match: re.Match) -> str:
+        return match.group(0) if _codepoint(match.group(2)) in codepoints else ""
+
+    trimmed = _ICON_RULE.sub(keep, css)
+    (html / THEME_CSS).write_text(trimmed, encoding="utf-8")
+    return len(trimmed.encode("utf-8"))
 
 
 SOLUTION_START = re.compile(r"```\{solution-start\}[^\n]*\n(?::[^\n]*\n)*```[ \t]*\n?")
@@ -114,6 +208,20 @@ def sync_static(static: Path, html: Path) -> None:
             shutil.copyfile(source, target)
 
 
+def site_code_digest() -> str:
+    """A digest of the local extensions and templates: Sphinx rewrites no page when only
+    they change (an html-page-context handler of book/_ext/book_site.py, say)."""
+    import hashlib
+
+    files = sorted((ROOT / "book" / "_ext").glob("*.py")) + sorted(
+        p for p in (ROOT / "book" / "_templates").rglob("*") if p.is_file()
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def build(student: bool) -> Path:
     # Jupyter Book writes to PATH_OUTPUT/_build/html.
     source, out = ROOT, ROOT
@@ -122,11 +230,16 @@ def build(student: bool) -> Path:
         source = stage_student_edition(out / "source")
     args = ["build", str(source), "--builder", "html", "-W", "-n", "--keep-going"]
     args += ["--path-output", str(out)]
+    html = out / "_build" / "html"
+    stamp, digest = html / ".site-code", site_code_digest()
+    if not stamp.exists() or stamp.read_text() != digest:
+        args.append("--all")  # every page, written by the current extensions
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     subprocess.run([str(jupyter_book), *args], check=True)
-    html = out / "_build" / "html"
+    stamp.write_text(digest)
     sync_static(source / "book" / "_static", html)
     copy_mathjax(html)
+    subset_icon_fonts(html)
     return html
 
 

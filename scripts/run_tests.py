@@ -5,12 +5,13 @@ Usage: python scripts/run_tests.py [STEP ...] [NOTEBOOK ...]
        of `unit`)
 
 Steps: lint, workflows, unit, nbval, html (both editions, and the site as published, in
-_build/pages), browser (the built site, both editions), colab (the Colab and student
-notebooks on Colab's versions); and, not in `make test`, checks (the self-checks' tests,
-the exercises and the editions' staleness tests: the quick loop after a change to
-helpers/checks) and portable (strict nbval with the random draws perturbed, the weekly
-workflow's check that no output hangs on round-off). Notebooks named after the steps
-narrow nbval and portable to them (`make nbval NB=notebooks/01_softmax.ipynb`).
+_build/pages), browser (the built site, both editions), pdf (both editions printed to
+_build/pdf and checked against the site), colab (the Colab and student notebooks on
+Colab's versions); and, not in `make test`, checks (the self-checks' tests, the exercises
+and the editions' staleness tests: the quick loop after a change to helpers/checks) and
+portable (strict nbval with the random draws perturbed, the weekly workflow's check that
+no output hangs on round-off). Notebooks named after the steps narrow nbval and portable
+to them (`make nbval NB=notebooks/01_softmax.ipynb`).
 Every step runs even when an earlier one failed (so one run reports everything); the
 exit status is non-zero if any failed. Each step's time is printed, and a summary at the
 end. The steps that use pytest spread their tests over both cores (pytest-xdist).
@@ -133,6 +134,7 @@ def unit() -> bool:
         "tests",
         "--ignore=tests/site",
         "--ignore=tests/colab",
+        "--ignore=tests/pdf",
     )
 
 
@@ -214,6 +216,14 @@ def browser() -> bool:
     return sh(*PYTEST, "tests/site", "-o", "addopts=", "-n", "2", "--dist", "loadgroup")
 
 
+def pdf() -> bool:
+    """Both editions as PDF, printed from the site the html step built (scripts/pdf.py:
+    one edition per core; each PDF is also put beside its edition in _build/pages), then
+    tests/pdf reads them back and compares them with the site."""
+    ok = sh(sys.executable, ROOT / "scripts" / "pdf.py")
+    return sh(*PYTEST, "tests/pdf", "-o", "addopts=", "-n", "2") and ok
+
+
 def colab() -> bool:
     """Colab's environment is built once per requirements (tests/colab/test_colab_path.py
     keeps it in ~/.cache/attention-book/colab-env); the notebooks run two at a time."""
@@ -230,14 +240,18 @@ def portable() -> bool:
 
 
 STEPS = {
-    f.__name__: f for f in (lint, workflows, unit, nbval, html, browser, colab, checks, portable)
+    f.__name__: f
+    for f in (lint, workflows, unit, nbval, html, browser, pdf, colab, checks, portable)
 }
-DEFAULT = ["lint", "workflows", "unit", "nbval", "html", "browser", "colab"]
+DEFAULT = ["lint", "workflows", "unit", "nbval", "html", "browser", "pdf", "colab"]
 # `make test` runs the steps in two lanes side by side: each step keeps both cores busy
 # most of the time, but not all of it (a page waiting for its fonts, the one long notebook
 # left at the end of nbval, a Sphinx build on one core), and the other lane fills those
-# gaps. The browser tests need the built site, so html comes first in its lane.
-LANES = (["lint", "workflows", "unit", "nbval", "colab"], ["html", "browser"])
+# gaps. The browser tests need the built site, so html comes first in its lane; the PDFs
+# need it too, and are printed at the end of the other lane, which has less to do (a step
+# waits for the steps it needs: NEEDS).
+LANES = (["lint", "workflows", "unit", "nbval", "colab", "pdf"], ["html", "browser"])
+NEEDS = {"pdf": ["html"]}
 LOGS = ROOT / "_build" / "test-logs"  # each step's output, when the lanes run
 
 
@@ -271,9 +285,12 @@ def run_lanes(lanes: tuple[list[str], ...]) -> dict[str, tuple[bool, float]]:
     LOGS.mkdir(parents=True, exist_ok=True)
     results: dict[str, tuple[bool, float]] = {}
     lock = threading.Lock()
+    done = {name: threading.Event() for lane_names in lanes for name in lane_names}
 
     def lane(k: int, names: list[str]) -> None:
         for name in names:
+            for need in NEEDS.get(name, []):
+                done[need].wait()
             with lock:
                 print(f"==== {name} started (lane {k + 1}) ====", flush=True)
             with (LOGS / f"{name}.log").open("w+", errors="replace") as stream:
@@ -288,6 +305,7 @@ def run_lanes(lanes: tuple[list[str], ...]) -> dict[str, tuple[bool, float]]:
                     f"\n==== {name}: {'ok' if ok else 'FAILED'} in {seconds:.1f} s ====", flush=True
                 )
                 print(text, flush=True)
+            done[name].set()
 
     threads = [threading.Thread(target=lane, args=(k, names)) for k, names in enumerate(lanes)]
     for thread in threads:

@@ -36,7 +36,13 @@ def shoot(browser, site: str, edition: str, doc: str) -> None:
     for scheme in ("light", "dark"):
         context, page, _ = open_page(browser, site, doc, color_scheme=scheme)
         try:
+            # pictures load as they come near the screen: load them all for a whole page
+            page.evaluate(
+                "() => document.querySelectorAll('img[loading=lazy]')"
+                ".forEach(i => { i.loading = 'eager'; })"
+            )
             wait_for_mathjax(page)
+            page.wait_for_load_state("networkidle")
             if scheme == "light":
                 page.screenshot(path=target / f"{name}.png", full_page=True)
                 page.set_viewport_size(PHONE)

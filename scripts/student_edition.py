@@ -26,7 +26,8 @@ Colab edition's metadata lists them) is replaced by starting cells:
   only stores the numbers that the solution's text quotes (scripts/glue_cells.py).
 
 A first cell, above the chapter's title, says what the notebook is (the student edition,
-its exercises), how to work in it and where the solutions are not. Everything else
+its exercises), how to run and work in it and where the solutions are not; it takes the
+place of the Colab edition's first cell (how to run the notebook, ``role: about``). Everything else
 (the exercise statements above all) is the Colab edition's cell,
 unchanged, except that links to the online book point at the student edition of the
 site (SITE/student/...), which has no solutions either. A solution that cannot be
@@ -62,8 +63,9 @@ ABOUT = [
     "**Student edition.** This notebook is the chapter below with its exercises and "
     "without their solutions{exercises}.",
     "",
-    "- **Run the cells in order**, from the top: the first one installs the book's "
-    "`helpers` package in Colab.",
+    "- **Run the cells in order**, from the top (in Colab: Runtime ▸ Run all): the first "
+    "one installs the book's `helpers` package in Colab. The figures with a slider "
+    "(explorers) come alive once their cell has run.",
     "- **Answer in the starting cells** that follow each exercise: write text and maths in "
     "the cells marked ✏️ *Your answer*; complete each function whose body raises "
     "`NotImplementedError`, run its cell, then run the self-check below it. The check says "
@@ -251,6 +253,9 @@ def student_notebook(colab: dict, name: str) -> dict:
     k = 0
     while k < len(cells):
         label = owner.get(cells[k].get("id"))
+        if cells[k].get("metadata", {}).get(META, {}).get("role") == "about":
+            k += 1  # the Colab edition's note: the student edition says more (about_cell)
+            continue
         if label is None:
             out.append(with_student_links(copy.deepcopy(cells[k]), site))
             k += 1

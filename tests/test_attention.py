@@ -597,3 +597,19 @@ def test_backward_checks_weights_and_grad_output_shapes():
         attention_backward(Q8, K8, V4, weights, np.full_like(output, np.nan))
     with pytest.raises(ValueError, match=r"mask must broadcast to"):
         attention_backward(Q8, K8, V4, weights, output, np.ones((7, 5), bool))
+
+
+def test_a_minus_1e9_fill_in_float16_as_chapter_2_says():
+    # Chapter 2 (and the notation page): NumPy rounds -1e9 to -inf in float16, so an
+    # additive mask gives nan on a fully masked row; PyTorch's masked_fill refuses the value
+    # with an overflow error, and torch.where rounds it to -inf silently.
+    with np.errstate(over="ignore"):
+        assert np.isneginf(np.float16(-1e9))
+    scores = torch.zeros(2, 3, dtype=torch.float16)
+    blocked = torch.tensor([[False, True, False], [True, True, True]])
+    with pytest.raises(RuntimeError, match="overflow"):
+        scores.masked_fill(blocked, -1e9)
+    filled = torch.where(~blocked, scores, -1e9)
+    assert filled.dtype == torch.float16 and torch.isneginf(filled[1]).all()
+    additive = scores + blocked.half() * -1e9  # an additive mask built in float16
+    assert torch.isnan(torch.softmax(additive, dim=-1)[1]).all()

@@ -15,7 +15,7 @@ from helpers.checks import (
     check_causal_mask,
     check_masked_attention,
 )
-from tests.report_text import assert_all_passed, failed, flat
+from tests.report_text import assert_all_passed, assert_refused, failed, flat
 
 # ---------------------------------------------------------------------------
 # From-scratch answers, as a reader would write them
@@ -64,7 +64,7 @@ def grads(Q, K, V, G):
     return s * dS @ K, s * dS.T @ Q, A.T @ G
 
 
-def reference_grads(Q, K, V, G):
+def reference_grads(Q, K, V, G):  # the book's gradients: not an answer to check_attention_grad
     weights = helpers.scaled_dot_product_attention(Q, K, V)[1]
     return helpers.attention_backward(Q, K, V, weights, G)
 
@@ -177,15 +177,21 @@ def grads_variant(slip):
 
 
 ALL_CHECKS = [
-    (
-        check_attention,
-        [helpers.scaled_dot_product_attention, four_steps, four_steps_with_weights],
-    ),
-    (check_causal_mask, [helpers.causal_mask, tril_mask]),
-    (check_masked_attention, [helpers.scaled_dot_product_attention, masked_attention]),
-    (check_attention_grad, [reference_grads, grads]),
+    (check_attention, [four_steps, four_steps_with_weights]),
+    (check_causal_mask, [tril_mask]),
+    (check_masked_attention, [masked_attention]),
+    (check_attention_grad, [grads]),
 ]
 REFERENCE_PAIRS = [(check, fn) for check, fns in ALL_CHECKS for fn in fns]
+
+# The book's own implementation of each quantity, called directly or through a wrapper.
+BOOK_FUNCTIONS = [
+    (check_attention, helpers.scaled_dot_product_attention, "scaled_dot_product_attention"),
+    (check_attention, lambda Q, K, V: helpers.flash_attention(Q, K, V)[0], "flash_attention"),
+    (check_causal_mask, helpers.causal_mask, "causal_mask"),
+    (check_masked_attention, helpers.scaled_dot_product_attention, "scaled_dot_product_attention"),
+    (check_attention_grad, reference_grads, "attention_backward"),
+]
 
 
 # ---------------------------------------------------------------------------
@@ -200,6 +206,13 @@ def test_correct_answers_pass(check, fn):
     text = flat(report)
     assert f"{check.__name__}({fn.__name__})" in text
     assert "FAILED" not in text
+
+
+@pytest.mark.parametrize(("check", "fn", "name"), BOOK_FUNCTIONS)
+def test_the_books_own_function_is_refused(check, fn, name):
+    report = check(fn)
+    assert_refused(report)
+    assert any(called.endswith("." + name) for called in report.book_calls), report.book_calls
 
 
 def test_checks_are_re_exported():
@@ -237,37 +250,37 @@ def test_report_does_not_depend_on_print_options():
             unscaled,
             {"hand-sized 2 x 2", "cross shapes (n=2, m=4, d_k=3, d_v=5)", "wide d_k = 16"},
             "the scores are not scaled: it equals softmax(Q K^T) V",
-            "S = Q @ K.T / np.sqrt(d_k)",
+            "the scaling keeps the scores' spread independent of d_k (chapter 2, \"Why the",
         ),
         (
             divided_by_d_k,
             {"hand-sized 2 x 2", "cross shapes (n=2, m=4, d_k=3, d_v=5)", "wide d_k = 16"},
             "divided by d_k instead of sqrt(d_k)",
-            "np.sqrt(Q.shape[-1]), not Q.shape[-1]",
+            "Why the scores are scaled",
         ),
         (
             softmax_over_columns,
             {"hand-sized 2 x 2", "equal scores", "a single key", "wide d_k = 16"},
             "the softmax normalises each column of S instead of each row (axis=0)",
-            "axis=-1, keepdims=True",
+            "each query's weights, a row, are positive and sum to 1",
         ),
         (
             K_not_transposed,
             {"hand-sized 2 x 2"},
             "it uses Q @ K instead of Q @ K.T",
-            "S = Q @ K.T (n, m)",
+            "compares two rows: row i of Q and row j of K",
         ),
         (
             unnormalised,
             {"hand-sized 2 x 2", "wide d_k = 16"},
             "the weights are not normalised",
-            "exp(S).sum(axis=-1, keepdims=True)",
+            "each query's weights, a row, are positive and sum to 1",
         ),
         (
             returns_weights,
             {"hand-sized 2 x 2"},
             "it returns the weights A, not the output",
-            "output = A @ V",
+            "the output has one row of width d_v per query",
         ),
     ],
 )
@@ -285,8 +298,8 @@ def test_naive_softmax_fails_on_large_scores_with_the_max_shift_hint():
     text = flat(report)
     assert "the output contains nan" in text
     assert '"overflow encountered in exp"' in text
-    assert "exp(1060) overflows to inf" in text
-    assert "S - S.max(axis=-1, keepdims=True)" in text
+    assert "the scores reach 1060, where exp overflows" in text
+    assert "the weights are still finite and each row sums to 1" in text
     report = check_attention(naive_softmax_in_float32)
     assert set(failed(report)) == {
         "large scores",
@@ -300,7 +313,7 @@ def test_K_not_transposed_fails_to_run_on_cross_shapes():
     failures = failed(check_attention(K_not_transposed))
     assert failures["cross shapes (n=2, m=4, d_k=3, d_v=5)"] == "your function raised"
     text = flat(check_attention(K_not_transposed))
-    assert "the scores Q @ K.T are (n, m)" in text
+    assert "one weight per query and key, (n, m)" in text
 
 
 def test_shape_errors_are_reported():
@@ -336,19 +349,19 @@ def test_the_report_reads_well():
             upper_triangle,
             {"n = 2", "n = 3", "n = 6"},
             "it is the upper triangle: query i sees the keys j >= i, the future",
-            "use the lower triangle, np.tril",
+            "each query sees the past and itself, never the future",
         ),
         (
             inverted_causal,
             {"n = 2", "n = 3", "n = 6"},
             "the convention is inverted: True marks the keys a query may NOT see",
-            "True means may attend: return the negation",
+            "True means may attend",
         ),
         (
             without_diagonal,
             {"n = 1", "n = 2", "n = 3", "n = 6"},
             "the diagonal is missing: query i does not see key i",
-            "np.tril(..., k=0), not k=-1",
+            "each query may attend to itself",
         ),
     ],
 )
@@ -370,7 +383,7 @@ def test_additive_causal_mask_is_told_to_return_booleans():
     assert (
         "the output is -inf at index (0, 1) where the answer is finite" in failed(report)["n = 2"]
     )
-    assert "a boolean mask, not the additive form of 0 and -inf" in flat(report)
+    assert "as booleans (not the additive form of 0 and -inf)" in flat(report)
 
 
 def test_causal_mask_receives_a_python_int():
@@ -382,7 +395,12 @@ def test_causal_mask_receives_a_python_int():
 
     assert check_causal_mask(spy)
     assert seen == [1, 2, 3, 6] and all(type(n) is int for n in seen)
-    assert "input: n = 3 expected" in flat(check_causal_mask(upper_triangle))  # no dtype
+    assert "input: n = 2 expected" in flat(check_causal_mask(upper_triangle))  # no dtype
+
+
+def test_no_mask_at_all_is_named():
+    report = check_causal_mask(lambda n: np.ones((n, n), dtype=bool))
+    assert "every query may attend to every key" in failed(report)["n = 2"]
 
 
 # ---------------------------------------------------------------------------
@@ -414,7 +432,7 @@ ALL_MASKED_CASES = {
         (
             mask_times_scores,
             ALL_MASKED_CASES - {"large scores with a mask"},
-            "the scores were multiplied by the mask: a hidden key gets score 0, not -inf",
+            "the scores were multiplied by the mask: a hidden key gets score 0",
         ),
         (
             mask_ignored,
@@ -427,18 +445,31 @@ def test_masking_slips_are_named(fn, cases, problem):
     report = check_masked_attention(fn)
     for name in cases:
         assert problem in failed(report)[name]
-    if fn is not mask_after_softmax:
-        assert "S = np.where(mask, S, -np.inf)" in flat(report)
+    if fn is not inverted_mask:
+        assert "a key the mask hides gets weight exactly 0" in flat(report)
+
+
+def test_equal_weights_for_the_allowed_keys_are_named():
+    def mean_of_allowed(Q, K, V, mask):
+        allowed = np.broadcast_to(mask, (len(Q), len(K)))
+        with np.errstate(all="ignore"):
+            return allowed @ V / allowed.sum(axis=-1, keepdims=True)
+
+    assert (
+        "the scores are ignored" in failed(check_masked_attention(mean_of_allowed))["causal mask"]
+    )
 
 
 def test_neg_inf_fill_fails_only_on_the_fully_masked_row_with_nan():
     report = check_masked_attention(neg_inf_fill)
     failures = failed(report)
     assert set(failures) == {"a query with no allowed key"}
-    assert failures["a query with no allowed key"].startswith("the output contains nan")
+    assert failures["a query with no allowed key"].startswith(
+        "the query with no allowed key got nan: all its scores are -inf"
+    )
     text = flat(report)
-    assert "With -inf scores its softmax is 0/0 = nan" in text
     assert "weights 0 and output 0 for that row" in text
+    assert '(chapter 2, "Fully masked rows")' in text
 
 
 def test_minus_1e9_fill_fails_only_on_the_fully_masked_row_as_uniform():
@@ -465,12 +496,12 @@ GRAD_CASES = [
         (
             "no rowsum",
             GRAD_CASES[0:2] + GRAD_CASES[3:5],
-            "the term -rowsum(dA * A) of the softmax Jacobian is missing",
+            "one term of the softmax's Jacobian is missing",
         ),
         (
             "no jacobian",
             GRAD_CASES[0:2] + GRAD_CASES[3:5],
-            "dS = dA: the softmax's Jacobian is missing entirely",
+            "the softmax's Jacobian is missing entirely",
         ),
         ("dV transposed", ["square: dV"], "dV has a transpose in the wrong place"),
         ("dK transposed", ["square: dK"], "dK has a transpose in the wrong place"),
@@ -504,10 +535,11 @@ def test_wrong_number_of_gradients():
     assert flat(report).startswith("check_attention_grad(grads_two_gradients): 0 of 6")
 
 
-def test_the_grad_formulas_are_in_the_hint():
-    text = flat(check_attention_grad(grads_variant("no scale")))
-    assert "dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True))" in text
-    assert "dQ = s * dS @ K; dK = s * dS.T @ Q" in text
+def test_the_grad_hints_point_to_the_backward_pass_without_its_formulas():
+    text = flat(check_attention_grad(grads_variant("no scale"), hint=True))
+    assert 'See chapter 2, "The backward pass"' in text
+    assert "Fuller hint: go backwards through the four steps" in text
+    assert "dS = A" not in text and "keepdims" not in text
 
 
 # ---------------------------------------------------------------------------
@@ -527,7 +559,7 @@ def test_subtracting_the_global_maximum_fails_when_row_maxima_differ_by_800():
     assert set(failed(report)) == {"rows whose maxima differ by 800"}
     problem = failed(report)["rows whose maxima differ by 800"]
     assert "the output contains nan" in problem
-    assert "each row needs its own maximum, S.max(axis=-1, keepdims=True)" in flat(report)
+    assert "each row is a softmax of its own" in flat(report)
     with np.errstate(all="ignore"):  # the case is built so: row 2 underflows to 0/0
         case_Q = np.array([[400.0, 0.0], [0.0, 1.0]])
         case_K = np.array([[4.0, 0.0], [3.0, 1.0], [0.0, 2.0]])
@@ -541,7 +573,7 @@ def test_a_float_causal_mask_of_zeros_and_ones_fails_every_case():
     for problem in failed(report).values():
         assert "the right pattern, but as numbers of dtype float64, not a boolean mask" in problem
     assert "(dtype float64)" in report.failures[0].got
-    assert "np.tril(np.ones((n, n), dtype=bool))" in flat(report)
+    assert "return an array of booleans (dtype bool)" in flat(report)
     assert check_causal_mask(lambda n: tril_mask_of_ones(n).astype(bool))
 
 
@@ -651,10 +683,10 @@ def test_kernel_attention_is_attention_with_a_scale_and_a_key_bias():
 @pytest.mark.parametrize(
     ("slip", "problem"),
     [
-        ("no key term", "the term -|k_j|^2 / (2 sigma^2) of each key is missing"),
-        ("no half", "the factor 1/2 is missing"),
+        ("no key term", "the key's own term is missing"),
+        ("no half", "the key's own term is twice as large as it should be"),
         ("over sigma", "divided by sigma, not by sigma^2"),
-        ("over 2 sigma^2", "are divided by 2 sigma^2"),
+        ("over 2 sigma^2", "the scores are half as large as they should be"),
         ("sqrt d", "this is scaled dot-product attention"),
         ("plus", "the wrong sign"),
     ],
@@ -670,8 +702,8 @@ def test_check_kernel_attention_catches_the_underflowing_kernel():
         report = checks.check_kernel_attention(kernel_direct)
     problems = failed(report)
     assert sorted(problems) == ["queries far from every key", "tiny sigma = 1e-3 (the nearest key)"]
-    assert all("nan" in p for p in problems.values())
-    assert "subtract each row's maximum score" in flat(report)
+    assert all("every kernel value underflows to 0, and 0/0 is nan" in p for p in problems.values())
+    assert "a softmax of finite scores, which needs no kernel value" in flat(report)
 
 
 def test_check_kernel_attention_names_the_softmax_over_the_queries():
@@ -699,6 +731,7 @@ def left_padded(Q, K, V, lengths, *, slip=""):
         "no causal": real[:, None, :] & True,
         "no padding": causal[None] & True,
         "queries": causal & real[:, :, None],
+        "transposed causal": causal.T & real[:, None, :],
     }.get(slip, causal & real[:, None, :])
     S = np.where(mask, Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]), -np.inf)
     if slip == "fill":
@@ -711,15 +744,47 @@ def left_padded(Q, K, V, lengths, *, slip=""):
 
 
 def test_check_left_padded_attention_passes_right_answers():
-    def via_helpers(Q, K, V, lengths):
+    def with_the_books_causal_mask(Q, K, V, lengths):  # part 1's mask, the book's: allowed
+        n = Q.shape[-2]
+        real = np.arange(n) >= n - np.asarray(lengths)[:, None]
+        S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+        S = np.where(helpers.causal_mask(n) & real[:, None, :], S, -np.inf)
+        top = S.max(axis=-1, keepdims=True)
+        E = np.exp(S - np.where(np.isinf(top), 0.0, top))
+        return E / np.maximum(E.sum(axis=-1, keepdims=True), 1e-300) @ V
+
+    for fn in (left_padded, with_the_books_causal_mask):
+        assert_all_passed(checks.check_left_padded_attention(fn))
+
+
+def test_check_left_padded_attention_refuses_the_books_masked_attention():
+    def via_helpers(Q, K, V, lengths):  # the statement asks for the masked softmax by hand
         n = Q.shape[-2]
         real = np.arange(n) >= n - np.asarray(lengths)[:, None]
         return helpers.scaled_dot_product_attention(
             Q, K, V, mask=helpers.causal_mask(n) & real[:, None, :]
         )
 
-    for fn in (left_padded, via_helpers):
-        assert_all_passed(checks.check_left_padded_attention(fn))
+    def via_padding_mask(Q, K, V, lengths):  # the book's right padding, flipped
+        n = Q.shape[-2]
+        mask = helpers.causal_mask(n) & helpers.padding_mask(lengths, n)[..., ::-1]
+        return masked_attention_batch(Q, K, V, mask)
+
+    assert_refused(
+        checks.check_left_padded_attention(via_helpers),
+        "helpers.attention.scaled_dot_product_attention",
+    )
+    assert_refused(
+        checks.check_left_padded_attention(via_padding_mask), "helpers.masks.padding_mask"
+    )
+
+
+def masked_attention_batch(Q, K, V, mask):
+    S = np.where(mask, Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]), -np.inf)
+    top = S.max(axis=-1, keepdims=True)
+    E = np.exp(S - np.where(np.isinf(top), 0.0, top))
+    total = E.sum(axis=-1, keepdims=True)
+    return E / np.where(total > 0, total, 1.0) @ V
 
 
 def test_left_padding_leaves_the_real_tokens_as_if_unpadded():
@@ -739,6 +804,7 @@ def test_left_padding_leaves_the_real_tokens_as_if_unpadded():
         ("no padding", "the padding mask is missing"),
         ("queries", "hides queries instead of keys"),
         ("fill", "uniform over keys it may not see"),
+        ("transposed causal", "the causal mask is transposed"),
     ],
 )
 def test_check_left_padded_attention_names_each_slip(slip, problem):
@@ -762,5 +828,7 @@ def test_check_left_padded_attention_catches_nan_rows():
         report = checks.check_left_padded_attention(nan_rows)
     problems = failed(report)
     assert "no padding (lengths = n)" not in problems
-    assert problems and all("nan" in p for p in problems.values())
+    assert problems and all(
+        "a padding query, which may see no key, gets nan" in p for p in problems.values()
+    )
     assert "weights 0 and output 0" in flat(report)

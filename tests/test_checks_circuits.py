@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import helpers
 from helpers.checks import (
     check_k_composition_score,
     check_prefix_matching_score,
     check_previous_token_score,
 )
-from tests.report_text import assert_all_passed, failed
+from tests.report_text import assert_all_passed, assert_refused, failed
 
 # ---------------------------------------------------------------------------
 # Answers as a reader would write them; keywords reproduce the usual slips
@@ -33,6 +34,8 @@ def reader_prev(weights, *, slip=None):
 def reader_prefix(weights, tokens, *, slip=None):
     A = np.asarray(weights)
     L, B, H, n, _ = A.shape
+    if slip == "per sequence":  # each sequence's score, then their mean
+        return np.mean([reader_prefix(A[:, b : b + 1], tokens[b : b + 1]) for b in range(B)], 0)
     total, count = np.zeros((L, H)), 0
     for b in range(B):
         for i in range(n):
@@ -54,6 +57,8 @@ def reader_kcomp(W_QK, W_OV, *, slip=None):
         M = W_QK @ W_OV
     elif slip == "Q-composition":
         M = W_OV @ W_QK
+    elif slip == "quoted formula":  # ||W_QK^T W_OV||_F, Elhage et al.'s Q-composition form
+        M = W_QK.T @ W_OV
     else:
         M = W_QK @ W_OV.T
     if slip == "not normalised":
@@ -89,6 +94,7 @@ def test_previous_token_slips_are_named(slip, words):
         ("the copy itself", "earlier occurrences themselves"),
         ("every query", "averaged over every query"),
         ("most recent", "most recent earlier copy"),
+        ("per sequence", "averaged sequence by sequence, then over the batch"),
     ],
 )
 def test_prefix_matching_slips_are_named(slip, words):
@@ -100,8 +106,9 @@ def test_prefix_matching_slips_are_named(slip, words):
 @pytest.mark.parametrize(
     ("slip", "words"),
     [
-        ("no transpose", "without the transpose"),
+        ("no transpose", "has no transpose"),
         ("Q-composition", "Q-composition"),
+        ("quoted formula", "the transpose is on W_QK instead of W_OV"),
         ("not normalised", "not normalised"),
         ("spectral", "spectral norms"),
     ],
@@ -110,6 +117,50 @@ def test_k_composition_slips_are_named(slip, words):
     report = check_k_composition_score(lambda a, b: reader_kcomp(a, b, slip=slip))
     problems = failed(report)
     assert problems and all(words in p for p in problems.values()), problems
+
+
+def test_the_prefix_batch_has_unequal_counts_per_sequence():
+    # The batch case has 3 and 1 queries with an earlier copy, so a mean per sequence
+    # differs from the mean over the batch's queries (equal counts would hide the slip).
+    report = check_prefix_matching_score(lambda w, t: reader_prefix(w, t, slip="per sequence"))
+    assert list(failed(report)) == ["random causal weights, two layers, two sequences"]
+
+
+def test_the_quoted_formula_is_named_without_printing_the_right_one():
+    report = check_k_composition_score(lambda a, b: reader_kcomp(a, b, slip="quoted formula"))
+    text = " ".join(repr(report).split()) + " ".join(
+        repr(
+            check_k_composition_score(
+                lambda a, b: reader_kcomp(a, b, slip="quoted formula"), hint=True
+            )
+        ).split()
+    )
+    assert "Elhage et al." in text and "Q-composition" in text
+    assert "W_OV.T" not in text and "W_OVᵀ" not in text and "W_OV^T" not in text
+
+
+@pytest.mark.parametrize(
+    ("check", "fn", "dotted"),
+    [
+        (
+            check_previous_token_score,
+            helpers.previous_token_score,
+            "helpers.circuits.previous_token_score",
+        ),
+        (
+            check_prefix_matching_score,
+            lambda w, t: helpers.prefix_matching_score(w, t),
+            "helpers.circuits.prefix_matching_score",
+        ),
+        (  # 8.3 in one line: the issue's example
+            check_k_composition_score,
+            lambda a, b: helpers.composition_score(a, b.T),
+            "helpers.circuits.composition_score",
+        ),
+    ],
+)
+def test_the_books_scores_are_refused(check, fn, dotted):
+    assert_refused(check(fn), dotted)
 
 
 def test_starting_cells_are_not_attempted():

@@ -12,7 +12,7 @@ from helpers.checks import (
     check_next_token_distribution,
     check_top_k_gating,
 )
-from tests.report_text import assert_all_passed, failed, flat
+from tests.report_text import assert_all_passed, assert_refused, failed, flat
 
 # ---------------------------------------------------------------------------
 # Answers as a reader would write them; keywords reproduce the usual slips
@@ -103,11 +103,11 @@ def reader_next(logits, temperature, top_k, *, slip=None):
 # ---------------------------------------------------------------------------
 
 
-def test_check_top_k_gating_passes_the_right_answer_and_the_reference():
+def test_check_top_k_gating_passes_the_right_answer_and_refuses_the_books():
     assert_all_passed(check_top_k_gating(reader_top_k))
     from helpers import top_k_gating
 
-    assert_all_passed(check_top_k_gating(top_k_gating))
+    assert_refused(check_top_k_gating(top_k_gating), "helpers.moe.top_k_gating")
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,9 @@ def test_check_load_balancing_loss():
     assert_all_passed(check_load_balancing_loss(reader_balance))
     from helpers import load_balancing_loss
 
-    assert_all_passed(check_load_balancing_loss(load_balancing_loss))
+    assert_refused(
+        check_load_balancing_loss(load_balancing_loss), "helpers.moe.load_balancing_loss"
+    )
     for slip, phrase in [
         ("no k", "k times too large"),
         ("no N", "factor N"),
@@ -163,7 +165,9 @@ def test_check_next_token_distribution():
     def reference(z, t, k):
         return next_token_distribution(z, temperature=t, top_k=k)
 
-    assert_all_passed(check_next_token_distribution(reference))
+    assert_refused(
+        check_next_token_distribution(reference), "helpers.models.next_token_distribution"
+    )
     for slip, phrase in [
         ("multiply", "multiplied by τ"),
         ("zero after", "without renormalising"),
@@ -183,40 +187,173 @@ def test_checks_refuse_a_result_instead_of_a_function():
     assert "did you forget `return`" in flat(report)
 
 
-def reader_beam(next_log_probs, prompt_ids, num_tokens, beam_width, *, slip=None):
-    beams = np.asarray(prompt_ids)[None, :]
-    scores = np.zeros(1)
-    for _ in range(num_tokens):
+def reader_beam(
+    next_log_probs,
+    prompt_ids,
+    num_tokens,
+    beam_width,
+    eos_id=None,
+    length_penalty=1.0,
+    *,
+    slip=None,
+):
+    """Beam search as a reader writes it; ``slip`` reproduces one usual mistake."""
+    n0 = len(prompt_ids)
+    beams, scores = np.asarray(prompt_ids)[None, :], np.zeros(1)
+    done, done_scores, done_ranks = [], [], []
+    ending = eos_id is not None and slip != "continued"
+    for t in range(1, num_tokens + 1):
         logp = next_log_probs(beams)
         total = scores[:, None] + logp
         rank = logp if slip == "last step" else total
         width = 1 if slip == "greedy" else beam_width
-        best = np.argsort(-rank.ravel(), kind="stable")[:width]
-        beam, token = np.divmod(best, logp.shape[1])
-        beams = np.concatenate([beams[beam], token[:, None]], axis=1)
-        scores = total.ravel()[best]
-    return beams, np.exp(scores) if slip == "probabilities" else scores
+        order = np.argsort(-rank.ravel(), kind="stable")
+        beam, token = np.divmod(order, logp.shape[1])
+        seqs = np.concatenate([beams[beam], token[:, None]], axis=1)
+        flat = total.ravel()[order]
+        is_end = (token == eos_id) if ending else np.zeros(len(token), bool)
+        last = t == num_tokens
+        for i in range(len(order)):
+            top = i < width
+            early = is_end[i] and (top or slip == "every end token") and slip != "dropped"
+            if early or (last and top):
+                L = {"prompt counted": n0 + t, "end token not counted": t - 1}.get(slip, t)
+                a = 0.0 if eos_id is None or slip == "no normalisation" else length_penalty
+                done.append(seqs[i])
+                done_scores.append(flat[i] / L**a if a else flat[i])
+                done_ranks.append(
+                    rank.ravel()[order[i]] if slip == "last step" else done_scores[-1]
+                )
+        keep = np.argsort(-np.array(done_ranks), kind="stable")[:width]
+        done, done_scores = [done[k] for k in keep], [done_scores[k] for k in keep]
+        done_ranks = [done_ranks[k] for k in keep]
+        if last or (ending and len(done) == width and slip != "no early stop"):
+            break
+        pool = np.arange(min(width, len(order))) if slip == "shrinks" else np.arange(len(order))
+        live = pool[~is_end[pool]][:width]
+        beams, scores = seqs[live], flat[live]
+    n = n0 + num_tokens if slip == "pad to num_tokens" else max(len(s) for s in done)
+    fill = -1 if slip == "pad with -1" else (eos_id or 0)
+    tokens = np.array([np.append(s, [fill] * (n - len(s))) for s in done])
+    out = np.array(done_scores)
+    return tokens, np.exp(out) if slip == "probabilities" else out
 
 
-def test_check_beam_search():
+def old_reader_beam(next_log_probs, prompt_ids, num_tokens, beam_width):
+    """The exercise's earlier form, without an end token."""
+    return reader_beam(next_log_probs, prompt_ids, num_tokens, beam_width)
+
+
+def test_check_beam_search_passes_the_right_answers():
     from helpers import beam_search
 
+    def helper(f, p, t, w, eos_id=None, length_penalty=1.0):
+        extra = {} if eos_id is None else {"eos_id": eos_id, "length_penalty": length_penalty}
+        return beam_search(f, p, t, beam_width=w, **extra)
+
     assert_all_passed(check_beam_search(reader_beam))
-    assert_all_passed(check_beam_search(lambda f, p, t, w: beam_search(f, p, t, beam_width=w)))
-    for slip, phrase, n_failed in [
-        ("greedy", "this is greedy decoding", 3),
-        ("last step", "log-probability alone", 3),
-        ("probabilities", "the scores are probabilities", 4),
-    ]:
-        report = check_beam_search(lambda *a, slip=slip: reader_beam(*a, slip=slip))
-        problems = failed(report)
-        assert problems, slip
-        assert all(phrase in text for text in problems.values()), (slip, problems)
-        assert len(problems) >= n_failed, slip
+    assert_refused(check_beam_search(helper), "helpers.models.beam_search")
+    # a hypothesis may also be padded to num_tokens (with the end token)
+    assert_all_passed(
+        check_beam_search(lambda *a, **k: reader_beam(*a, **k, slip="pad to num_tokens"))
+    )
+
+
+NO_END_CASES = 4  # the check's cases without an end token come first, then 5 with one
+
+
+@pytest.mark.parametrize(
+    ("slip", "phrase", "n_failed"),
+    [
+        ("greedy", "this is greedy decoding", 4),
+        ("last step", "log-probability alone", 4),
+        ("probabilities", "the scores are probabilities", 9),
+        ("no normalisation", "the length_penalty was not applied", 4),
+        ("prompt counted", "counts the prompt too", 4),
+        ("end token not counted", "leaves out the end token", 4),
+        ("continued", "a finished hypothesis was extended", 5),
+        ("dropped", "a hypothesis that ended before the last step was lost", 5),
+        ("shrinks", "fewer than beam_width running hypotheses", 2),
+        ("every end token", "ranked below the beam_width best finished a hypothesis", 3),
+        ("no early stop", "went on after beam_width hypotheses had ended", 2),
+    ],
+)
+def test_check_beam_search_names_the_slip(slip, phrase, n_failed):
+    report = check_beam_search(lambda *a, **k: reader_beam(*a, **k, slip=slip))
+    problems = failed(report)
+    assert len(problems) >= n_failed, (slip, problems)
+    assert all(phrase in text for text in problems.values()), (slip, problems)
+    if slip not in ("greedy", "last step", "probabilities"):  # an end-token slip
+        passed = {r.name for r in report.results if r.passed}
+        assert len(passed) >= NO_END_CASES  # the cases without an end token still pass
+
+
+def test_check_beam_search_cases_tell_every_slip_apart():
+    # What the docstring promises: on each case, the slips that get it wrong all give
+    # different answers, so a diagnosis is never a guess between two slips. And every
+    # slip is caught by at least two cases.
+    from helpers.checks.models import _BEAM_SLIPS, _beam_cases, _beam_row, _close
+
+    caught = dict.fromkeys(_BEAM_SLIPS, 0)
+    for case in _beam_cases():
+        inputs = case.inputs
+        args = [inputs[k] for k in ("table", "prompt_ids")]
+        args += [int(inputs["num_tokens"]), int(inputs["beam_width"])]
+        args += (
+            [int(inputs["eos_id"]), float(inputs["length_penalty"])] if "eos_id" in inputs else []
+        )
+        rows = {slip: _beam_row(*args, slip=slip) for slip in _BEAM_SLIPS}
+        assert _close(case.expected, _beam_row(*args)), case.name  # the plain one is right
+        wrong = [slip for slip, row in rows.items() if not _close(case.expected, row)]
+        for a, b in ((a, b) for a in wrong for b in wrong if a < b):
+            assert not _close(rows[a], rows[b]), (case.name, a, b)
+        for slip in wrong:
+            caught[slip] += 1
+    assert min(caught.values()) >= 2, caught
+
+
+def test_check_beam_search_shows_no_answer_in_its_hints():
+    # Every hint diagnoses; none shows code or a formula (no brackets, call or operator).
+    from helpers.checks.models import _BEAM_FINDINGS, _beam_cases
+
+    hints = [f.hint for f in _BEAM_FINDINGS.values()] + [c.hint for c in _beam_cases()]
+    for hint in hints:
+        assert not any(mark in hint for mark in ("(", "[", "=", "*", "np.", "/", "+")), hint
+    report = check_beam_search(lambda *a, **k: reader_beam(*a, **k, slip="continued"))
+    assert {r.hint for r in report.results if not r.passed} <= set(hints)
+
+
+def test_check_beam_search_recognises_other_padding():
+    report = check_beam_search(lambda *a, **k: reader_beam(*a, **k, slip="pad with -1"))
+    problems = failed(report)
+    assert problems and all("do not hold eos_id" in text for text in problems.values())
+
+
+def test_check_beam_search_reports_the_missing_end_token_arguments():
+    report = check_beam_search(old_reader_beam)
+    problems = failed(report)
+    assert len(problems) == 5 and len(report.results) == NO_END_CASES + 5
+    assert "unexpected keyword argument 'eos_id'" in flat(report)
+
+
+def test_check_beam_search_passes_python_numbers():
+    seen = []
+
+    def spy(next_log_probs, prompt_ids, num_tokens, beam_width, eos_id=None, length_penalty=1.0):
+        seen.append(tuple(type(x) for x in (num_tokens, beam_width, eos_id, length_penalty)))
+        return reader_beam(
+            next_log_probs, prompt_ids, num_tokens, beam_width, eos_id, length_penalty
+        )
+
+    assert_all_passed(check_beam_search(spy))
+    assert set(seen[:NO_END_CASES]) == {(int, int, type(None), float)}
+    assert set(seen[NO_END_CASES:]) == {(int, int, int, float)}
 
 
 def test_check_beam_search_reports_a_stub_as_not_attempted():
-    def my_beam_search(next_log_probs, prompt_ids, num_tokens, beam_width):
+    def my_beam_search(
+        next_log_probs, prompt_ids, num_tokens, beam_width, eos_id=None, length_penalty=1.0
+    ):
         raise NotImplementedError
 
     assert check_beam_search(my_beam_search).status == "not attempted"

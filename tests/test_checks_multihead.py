@@ -11,7 +11,7 @@ from helpers.checks import (
     check_mha_parameter_count,
     check_multi_head_attention,
 )
-from tests.report_text import failed, flat
+from tests.report_text import assert_refused, failed, flat
 
 # ---------------------------------------------------------------------------
 # From-scratch answers, as a reader would write them
@@ -113,7 +113,13 @@ CAUSAL_CASES = ["2 heads, causal", "4 heads, causal"]
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fn", [reader_mha, loop_mha, helpers_mha], ids=lambda f: f.__name__)
+def test_the_books_layer_is_refused():
+    assert_refused(
+        check_multi_head_attention(helpers_mha), "helpers.multihead.multi_head_attention"
+    )
+
+
+@pytest.mark.parametrize("fn", [reader_mha, loop_mha], ids=lambda f: f.__name__)
 def test_correct_layers_pass(fn):
     report = check_multi_head_attention(fn)
     assert report
@@ -137,61 +143,61 @@ def test_a_layer_without_the_causal_argument_fails_only_the_causal_cases():
             MULTI_HEAD_CASES,
             "the heads' columns are interleaved: head i got columns i, i + h, i + 2h, ... "
             "(a reshape to (n, d_k, h))",
-            "split with Q.reshape(n, h, d_k).transpose(1, 0, 2)",
+            "head i owns d_k consecutive columns of Q, K and V",
         ),
         (
             {"split": "interleaved", "merge": "interleaved"},
             MULTI_HEAD_CASES,
             ("the heads' columns are interleaved", "the heads are merged column-interleaved"),
-            "h must come before d_k in the reshape",
+            "head i owns d_k consecutive columns of Q, K and V",
         ),
         (
             {"merge": "no transpose"},
             MULTI_HEAD_CASES,
             "reshaping (h, n, d_k) straight to (n, h*d_k), which mixes up the tokens",
-            "merge with O.transpose(1, 0, 2).reshape(n, h * d_k)",
+            "the merge undoes the split",
         ),
         (
             {"divide_by": "d_model"},
             MULTI_HEAD_CASES,
             "the scores are divided by sqrt(d_model) = sqrt(4) instead of sqrt(d_k) = sqrt(2)",
-            "divide the scores by np.sqrt(d_k)",
+            "each head scales its scores by its own width",
         ),
         (
             {"divide_by": "none"},
             MHA_CASES,
             "the scores are not divided by sqrt(d_k)",
-            "S_i = Q_i K_i^T / sqrt(d_k)",
+            "each head scales its scores as chapter 2's attention does",
         ),
         (
             {"use_W_O": False},
             MHA_CASES,
             "the concatenation of the heads, without the output projection W_O",
-            "finish with concat(head_1, ..., head_h) @ W_O",
+            "the layer ends with the output projection",
         ),
         (
             {"transposed": True},
             MHA_CASES,
-            "the weights are applied transposed, as X @ W.T",
-            "the book's vectors are rows",
+            "the weights are applied transposed",
+            "the book's tokens are rows multiplied on the right by the weights",
         ),
         (
             {"mask": "none"},
             CAUSAL_CASES,
             "the causal mask is not applied: query i also attends to later keys",
-            "set the other scores to -inf before the softmax",
+            "with causal=True, query i may attend to the keys j <= i only",
         ),
         (
             {"mask": "future"},
             CAUSAL_CASES,
             "the mask is the wrong way round: query i attends to keys j >= i",
-            "np.tril",
+            "row i is query i and column j is key j",
         ),
         (
             {"softmax_axis": -2},
             MHA_CASES,
             "the softmax is taken over the queries (axis -2)",
-            "axis=-1",
+            "each query's weights sum to 1 over the keys",
         ),
         (
             {"divide_by": "d_model", "use_W_O": False},
@@ -199,7 +205,7 @@ def test_a_layer_without_the_causal_argument_fails_only_the_causal_cases():
             "divided by sqrt(d_model) = sqrt(4) instead of sqrt(d_k) = sqrt(2), d_k = d_model "
             "/ num_heads; the output is the concatenation of the heads, without the output "
             "projection W_O",
-            "divide the scores by np.sqrt(d_k)",
+            "each head scales its scores by its own width",
         ),
     ],
     ids=[
@@ -250,18 +256,25 @@ def test_the_report_shows_shapes_and_numbers_not_whole_matrices_of_input():
     assert first.input == (
         "X: (3, 4); W_Q, W_K, W_V, W_O: (4, 4) each; num_heads = 2; causal = False"
     )
-    assert "num_heads = 4; causal = True" in flat(report)
+    assert 'FAILED: 4 heads, causal: the same problem as "2 heads"' in flat(report)
+
+    def noisy(X, W_Q, W_K, W_V, W_O, num_heads, causal=False):  # values differ everywhere
+        return reader_mha(X, W_Q, W_K, W_V, W_O, num_heads, causal) + 0.01
+
+    text = flat(check_multi_head_attention(noisy))  # the smallest case whole, the others briefly
+    assert text.count("input:") == 1 and "FAILED: 4 heads, causal: values differ" in text
     assert first.expected.count("\n") == 2  # the (3, 4) output, row by row
 
 
-def test_an_undiagnosed_wrong_answer_gets_the_formula():
+def test_an_undiagnosed_wrong_answer_gets_a_property_not_the_formula():
     def noisy(X, W_Q, W_K, W_V, W_O, num_heads, causal=False):
         return reader_mha(X, W_Q, W_K, W_V, W_O, num_heads, causal) + 0.01
 
     report = check_multi_head_attention(noisy)
     assert set(failed(report)) == set(MHA_CASES)
     assert "values differ" in report.failures[0].problem
-    assert "output = concat(head_1, ..., head_h) @ W_O" in flat(report)
+    assert "two heads, each on d_k = 2 columns of Q, K and V" in flat(report)
+    assert "concat" not in flat(check_multi_head_attention(noisy, hint=True))
 
 
 def test_wrong_shape_and_in_place_changes_are_reported():
@@ -281,7 +294,7 @@ def test_wrong_shape_and_in_place_changes_are_reported():
     )
     report = check_multi_head_attention(scales_x)
     assert "changed its input X in place" in failed(report)["2 heads"]
-    assert "instead of modifying an argument in place" in report.failures[0].hint
+    assert "compute new arrays rather than writing into an argument" in report.failures[0].hint
 
 
 def test_passing_a_result_instead_of_a_function_is_a_type_error():
@@ -322,7 +335,13 @@ def per_head_count(d_model, num_heads, bias):
     return num_heads * 3 * d_model * d_k + d_model * d_model + (4 * d_model if bias else 0)
 
 
-@pytest.mark.parametrize("fn", [right_count, helpers_count, per_head_count])
+def test_the_books_count_is_refused():
+    assert_refused(
+        check_mha_parameter_count(helpers_count), "helpers.multihead.mha_parameter_count"
+    )
+
+
+@pytest.mark.parametrize("fn", [right_count, per_head_count])
 def test_correct_counts_pass(fn):
     report = check_mha_parameter_count(fn)
     assert report
@@ -337,43 +356,43 @@ def test_correct_counts_pass(fn):
             lambda d, h, b: 3 * h * d * d + d * d + (4 * d if b else 0),
             set(COUNT_CASES) - {"d_model = 64, 1 head"},
             "each head's W_Q^(i), W_K^(i), W_V^(i) were counted as d_model x d_model",
-            "each head's matrices are d_model x d_k",
+            "each head's W_Q^(i) has d_model / num_heads columns",
         ),
         (
             lambda d, h, b: 4 * h * d * d + (4 * d if b else 0),
             set(COUNT_CASES) - {"d_model = 64, 1 head"},
             "counted as d_model x d_model, W_O as well",
-            "4 d_model^2 in all, whatever num_heads is",
+            "the heads split the columns of one projection among them",
         ),
         (
             lambda d, h, b: 4 * d * d,
             set(COUNT_CASES) - {"d_model = 512, 8 heads, no biases"},
             "the biases are missing",
-            "4 d_model with bias=True",
+            "a bias has one entry per output coordinate of its projection",
         ),
         (
             lambda d, h, b: 3 * d * d + (3 * d if b else 0),
             set(COUNT_CASES),
             "W_O (d_model x d_model) and its bias are missing",
-            "the output projection W_O is part of the layer",
+            "the layer has four projections, the output projection W_O included",
         ),
         (
             lambda d, h, b: 4 * d * d + 4 * d,
             {"d_model = 512, 8 heads, no biases"},
             "biases were counted, but bias=False means there are none",
-            "count only the four d_model x d_model matrices",
+            "with bias=False the projections have weights only",
         ),
         (
             lambda d, h, b: 4 * d * d + (3 * h * d + d if b else 0),
             set(COUNT_CASES) - {"d_model = 512, 8 heads, no biases", "d_model = 64, 1 head"},
             "the biases were counted per head as d_model each",
-            "head i's share of b_Q has d_k entries",
+            "the heads split a bias vector as they split the projection's columns",
         ),
         (
             lambda d, h, b: 4 * d * (d // h) + (4 * (d // h) if b else 0),
             set(COUNT_CASES) - {"d_model = 64, 1 head"},
             "this counts the matrices of a single head (d_model x d_k)",
-            "the h heads together hold h d_model d_k = d_model^2 entries per projection",
+            "the layer has num_heads heads",
         ),
     ],
     ids=[
@@ -491,7 +510,13 @@ def reader_slip(name):
     return fn
 
 
-@pytest.mark.parametrize("fn", [helpers_grads, reader_grads], ids=lambda f: f.__name__)
+def test_the_books_gradients_are_refused():
+    assert_refused(
+        check_mha_backward(helpers_grads), "helpers.multihead.multi_head_attention_backward"
+    )
+
+
+@pytest.mark.parametrize("fn", [reader_grads], ids=lambda f: f.__name__)
 def test_correct_gradients_pass(fn):
     report = check_mha_backward(fn)
     assert report
@@ -551,7 +576,7 @@ def test_a_missing_scale_in_the_backward_is_named():
     problems = failed(report)
     assert "it is sqrt(d_k) = 1.73205 times too large" in problems["dW_Q (2 heads)"]
     assert "it is sqrt(d_k) = 2 times too large" in problems["dW_Q (1 head)"]
-    assert "dQ and dK carry that factor" in flat(report)
+    assert "the scaling of the scores belongs to their derivative too" in flat(report)
 
 
 def test_a_missing_entry_or_a_non_dict_result_is_explained():
@@ -574,8 +599,8 @@ def test_a_missing_entry_or_a_non_dict_result_is_explained():
 
 def test_gradient_report_shows_shapes():
     report = check_mha_backward(reader_slip("sign"), wrt=("dW_V",))
-    assert report.failures[0].input == (
-        "X: (4, 6); W_Q, W_K, W_V, W_O: (6, 6) each; num_heads = 2; grad_output: (4, 6); "
+    assert report.failures[0].input == (  # the smallest failing case first: one head
+        "X: (3, 4); W_Q, W_K, W_V, W_O: (4, 4) each; num_heads = 1; grad_output: (3, 4); "
         "causal = False"
     )
 
@@ -600,7 +625,7 @@ def test_a_backward_pass_that_ignores_the_causal_mask_fails_the_causal_case():
     assert set(problems) == {f"{g} (2 heads, causal)" for g in GRAD_NAMES}
     for problem in problems.values():
         assert "it is the gradient of the layer WITHOUT the causal mask" in problem
-    assert "S = np.where(mask, S, -np.inf)" in flat(report)
+    assert "the backward pass goes through the forward pass that was computed" in flat(report)
 
 
 def test_a_backward_pass_without_the_causal_argument_fails_only_the_causal_case():

@@ -15,7 +15,7 @@ from helpers.checks import (
     check_sinusoidal_encoding,
     check_sinusoidal_shift,
 )
-from tests.report_text import assert_all_passed, failed, flat
+from tests.report_text import assert_all_passed, assert_refused, failed, flat
 
 # ---------------------------------------------------------------------------
 # From-scratch answers, as a reader would write them; keywords reproduce the slips
@@ -75,7 +75,14 @@ PE_CASES = [
 MULTI_PAIR = [c for c in PE_CASES if c != "a single pair, d_model = 2"]
 
 
-@pytest.mark.parametrize("fn", [reader_pe, loop_pe, helpers.sinusoidal_encoding])
+def test_the_books_encoding_is_refused():
+    assert_refused(
+        check_sinusoidal_encoding(helpers.sinusoidal_encoding),
+        "helpers.positional.sinusoidal_encoding",
+    )
+
+
+@pytest.mark.parametrize("fn", [reader_pe, loop_pe])
 def test_correct_encodings_pass(fn):
     report = check_sinusoidal_encoding(fn)
     assert_all_passed(report)
@@ -165,7 +172,19 @@ SHIFT_CASES = [
 MOVING = [c for c in SHIFT_CASES if c != "no shift, k = 0"]
 
 
-@pytest.mark.parametrize("fn", [reader_shift, helpers.sinusoidal_shift])
+def test_the_books_shift_is_refused_in_both_layouts():
+    assert_refused(
+        check_sinusoidal_shift(helpers.sinusoidal_shift), "helpers.positional.sinusoidal_shift"
+    )
+
+    def permuted(k, d_model):  # the statement of 4.2 asks for R' entry by entry instead
+        order = np.r_[0:d_model:2, 1:d_model:2]
+        return helpers.sinusoidal_shift(k, d_model)[np.ix_(order, order)]
+
+    assert_refused(checks.check_concatenated_shift(permuted), "helpers.positional.sinusoidal_shift")
+
+
+@pytest.mark.parametrize("fn", [reader_shift])
 def test_correct_shift_matrices_pass(fn):
     report = check_sinusoidal_shift(fn)
     assert_all_passed(report)
@@ -248,7 +267,15 @@ ROPE_CASES = [
 WIDE = [c for c in ROPE_CASES if c != "a single pair, d = 2"]
 
 
-@pytest.mark.parametrize("fn", [reader_rope, complex_rope, helpers.rope])
+def test_the_books_rope_is_refused():
+    assert_refused(check_rope(helpers.rope), "helpers.positional.rope")
+    assert_refused(
+        checks.check_rope_half(lambda x, p: helpers.rope(x, p, layout="half")),
+        "helpers.positional.rope",
+    )
+
+
+@pytest.mark.parametrize("fn", [reader_rope, complex_rope])
 def test_correct_rope_passes(fn):
     report = check_rope(fn)
     assert_all_passed(report)
@@ -258,14 +285,24 @@ def test_correct_rope_passes(fn):
 @pytest.mark.parametrize(
     ("fn", "cases", "problems", "hint"),
     [
-        (named(reader_rope, pairs="half"), WIDE, ["the pairs are (i, i + d/2)"], "x[..., 0::2]"),
-        (named(reader_rope, sign=-1.0), ROPE_CASES, ["rotated the wrong way"], "the minus sign"),
+        (
+            named(reader_rope, pairs="half"),
+            WIDE,
+            ["the pairs are (i, i + d/2)"],
+            "in the interleaved layout, pair i is coordinates 2i and 2i + 1",
+        ),
+        (
+            named(reader_rope, sign=-1.0),
+            ROPE_CASES,
+            ["rotated the wrong way"],
+            "a quarter turn takes the pair (1, 0) to (0, 1)",
+        ),
         (named(reader_rope, power="i/d"), WIDE, ["the factor 2 in the exponent is missing"], ""),
         (
             named(reader_rope, use_positions=False),
             ["positions 0, 7, 100; d = 8", "two heads, x of shape (2, 6, 8)", "float32 input"],
             ["the positions argument is ignored"],
-            "positions[t]",
+            "use the positions given",
         ),
         (
             named(reader_rope, pairs="half", sign=-1.0),
@@ -273,7 +310,12 @@ def test_correct_rope_passes(fn):
             ["the pairs are (i, i + d/2)", "rotated the wrong way"],
             "",
         ),
-        (in_place_rope, ROPE_CASES, ["changed its input x in place"], "np.empty_like(x)"),
+        (
+            in_place_rope,
+            ROPE_CASES,
+            ["changed its input x in place"],
+            "write the result into a new array",
+        ),
     ],
 )
 def test_typical_rope_slips_are_named(fn, cases, problems, hint):
@@ -501,7 +543,12 @@ NOT_POWERS = ["h = 6", "h = 12", "h = 5", "h = 24"]
 SLOPE_CASES = ["h = 1", "h = 2", "h = 8", "h = 16", *NOT_POWERS]
 
 
-@pytest.mark.parametrize("fn", [recursive_slopes, helpers.alibi_slopes])
+def test_the_books_slopes_are_refused():
+    for fn in (helpers.alibi_slopes, lambda h: -helpers.alibi_bias(h, 2)[:, 1, 0]):
+        assert_refused(check_alibi_slopes(fn), "helpers.positional.alibi_slopes")
+
+
+@pytest.mark.parametrize("fn", [recursive_slopes])
 def test_correct_slopes_pass(fn):
     report = check_alibi_slopes(fn)
     assert_all_passed(report)
@@ -529,8 +576,8 @@ def geometric(h):
             NOT_POWERS,
             "the 2nd, 4th, ...",
         ),
-        (lambda h: helpers.alibi_slopes(h)[::-1], SLOPE_CASES[1:], "in reverse order"),
-        (lambda h: np.sort(helpers.alibi_slopes(h))[::-1], NOT_POWERS, "the right slopes, sorted"),
+        (lambda h: recursive_slopes(h)[::-1], SLOPE_CASES[1:], "in reverse order"),
+        (lambda h: np.sort(recursive_slopes(h))[::-1], NOT_POWERS, "the right slopes, sorted"),
     ],
 )
 def test_typical_slope_slips_are_named(fn, cases, problem):
@@ -580,7 +627,7 @@ def test_a_pair_updated_one_coordinate_at_a_time_in_a_copy_is_named():
     for problem in problems_by_case.values():
         assert "computed from the already rotated first one" in problem
         assert "in place" not in problem  # x was not changed: the copy is not the slip
-    assert "out = np.empty_like(x)" in flat(report)
+    assert "both new coordinates of a pair come from its two original ones" in flat(report)
 
 
 def test_float32_angles_on_float64_input_are_named_and_float32_input_is_accepted():
@@ -591,19 +638,19 @@ def test_float32_angles_on_float64_input_are_named_and_float32_input_is_accepted
     for problem in problems_by_case.values():
         assert "right to float32 precision only" in problem
         assert "computed in float32" in problem
-    assert "in float64" in flat(report)
+    assert "the angles need float64 whatever the dtype of x" in flat(report)
 
 
 def test_a_slip_far_above_float32_precision_is_not_called_float32():
     def off_by_a_bit(x, positions):
-        return helpers.rope(x, positions) * 1.01
+        return reader_rope(x, positions) * 1.01
 
     report = check_rope(off_by_a_bit)
     assert not report and "float32" not in " ".join(failed(report).values())
 
 
 def test_negated_slopes_are_named():
-    report = check_alibi_slopes(lambda h: -helpers.alibi_slopes(h))
+    report = check_alibi_slopes(lambda h: -np.array(recursive_slopes(h)))
     problems_by_case = failed(report)
     assert sorted(problems_by_case) == sorted(SLOPE_CASES)
     for problem in problems_by_case.values():
@@ -628,7 +675,7 @@ def _concatenated_shift(k, d_model):
 @pytest.mark.parametrize(
     ("wrong", "problem"),
     [
-        (helpers.sinusoidal_shift, "this is R for the interleaved layout"),
+        (reader_shift, "this is R for the interleaved layout"),
         (lambda k, d: _concatenated_shift(k, d).T, "this is R(-k) = R(k)^T"),
         (lambda k, d: _concatenated_shift(1, d), "whatever k is"),
     ],
@@ -668,7 +715,7 @@ def _rope_half_sequential(x, positions):
 @pytest.mark.parametrize(
     ("wrong", "problem"),
     [
-        (helpers.rope, "the interleaved layout"),
+        (reader_rope, "the interleaved layout"),
         (lambda x, p: _rope_half(x, -np.asarray(p)), "rotated the wrong way"),
         (lambda x, p: _rope_half(x, np.arange(x.shape[-2])), "positions argument is ignored"),
         (_rope_half_in_place, "changed its input x in place"),
@@ -681,3 +728,164 @@ def test_check_rope_half_names_each_mistake(wrong, problem):
     report = checks.check_rope_half(wrong)
     assert report.status == "failed"
     assert any(problem in f.problem for f in report.failures), report
+
+
+# ---------------------------------------------------------------------------
+# check_position_from_encoding (exercise 4.1): reading a position back
+# ---------------------------------------------------------------------------
+
+
+def reader_position(
+    pe,
+    *,
+    pair="slowest",
+    order="sin, cos",
+    wrap=True,
+    inverse="atan2",
+    frequency="2i/d",
+    layout="interleaved",
+):
+    """A reader's decoder; the keywords reproduce the usual slips."""
+    d = pe.shape[-1]
+    i = d // 2 - 1 if pair == "slowest" else 0
+    if layout == "interleaved":
+        sin, cos = pe[..., 2 * i], pe[..., 2 * i + 1]
+    else:
+        sin, cos = pe[..., i], pe[..., i + d // 2]
+    if order == "cos, sin":
+        sin, cos = cos, sin
+    if inverse == "arcsin":
+        angle = np.arcsin(sin)
+    elif inverse == "arccos":
+        angle = np.arccos(cos)
+    else:
+        angle = np.arctan2(sin, cos)
+        if wrap:
+            angle = angle % (2 * np.pi)
+    w = {"2i/d": 10000.0 ** (-2 * i / d), "i/d": 10000.0 ** (-i / d), "none": 1.0}[frequency]
+    return angle / w
+
+
+def all_pairs_position(pe):
+    """Another right answer: the fastest pair's angle, unwrapped pair by pair from the slowest."""
+    d = pe.shape[-1]
+    w = 10000.0 ** (-np.arange(0, d, 2) / d)
+    p = (np.arctan2(pe[..., -2], pe[..., -1]) % (2 * np.pi)) / w[-1]
+    for i in range(d // 2 - 2, -1, -1):  # refine with faster and faster pairs
+        angle = np.arctan2(pe[..., 2 * i], pe[..., 2 * i + 1])
+        turns = np.round((p * w[i] - angle) / (2 * np.pi))
+        p = (angle + 2 * np.pi * turns) / w[i]
+    return p
+
+
+@pytest.mark.parametrize("fn", [reader_position, all_pairs_position])
+def test_correct_decoders_pass(fn):
+    assert_all_passed(checks.check_position_from_encoding(fn))
+
+
+def test_the_cases_encode_what_they_claim():
+    # The check's inputs are rows of chapter 4's encoding: at integer positions they are
+    # exactly helpers.sinusoidal_encoding's rows.
+    from helpers.checks.positional import _encode
+
+    assert np.allclose(_encode(np.arange(7.0), 8), helpers.sinusoidal_encoding(7, 8))
+    assert np.allclose(_encode(np.arange(3.0), 128), helpers.sinusoidal_encoding(3, 128))
+
+
+def nearest_row(pe):
+    d = pe.shape[-1]
+    table = helpers.sinusoidal_encoding(60000, d)
+    return np.argmax(pe @ table.T, axis=-1).astype(float)
+
+
+@pytest.mark.parametrize(
+    ("fn", "cases", "problem"),
+    [
+        (
+            lambda pe: reader_position(pe, pair="fastest"),
+            ["positions 0 to 9, d_model = 8", "far positions, d_model = 128"],
+            "reduced modulo 2π",
+        ),
+        (
+            lambda pe: reader_position(pe, wrap=False),
+            ["past half a turn of the slowest pair, d_model = 8"],
+            "come back negative",
+        ),
+        (
+            lambda pe: reader_position(pe, order="cos, sin"),
+            ["positions 0 to 9, d_model = 8", "a single pair, d_model = 2"],
+            "sine and cosine are swapped",
+        ),
+        (
+            lambda pe: reader_position(pe, inverse="arcsin"),
+            ["past half a turn of the slowest pair, d_model = 8"],
+            "arcsine of the sine alone",
+        ),
+        (
+            lambda pe: reader_position(pe, inverse="arccos"),
+            ["past half a turn of the slowest pair, d_model = 8"],
+            "arccosine of the cosine alone",
+        ),
+        (
+            lambda pe: reader_position(pe, frequency="i/d"),
+            ["positions 0 to 9, d_model = 8", "far positions, d_model = 128"],
+            "lost the factor 2",
+        ),
+        (
+            lambda pe: reader_position(pe, frequency="none"),
+            ["positions 0 to 9, d_model = 8"],
+            "you returned the pair's angle, not a position",
+        ),
+        (
+            lambda pe: reader_position(pe, layout="concatenated"),
+            ["positions 0 to 9, d_model = 8", "a batch of shape (2, 3), d_model = 16"],
+            "concatenated layout",
+        ),
+        (
+            lambda pe: reader_position(pe, pair="fastest", inverse="arcsin"),
+            ["positions 0 to 9, d_model = 8"],
+            "arcsine of the sine alone",
+        ),
+        (
+            nearest_row,
+            ["positions between integers, d_model = 8"],
+            "a table of encodings at whole positions",
+        ),
+        (
+            lambda pe: 1.5 * reader_position(pe),
+            ["positions 0 to 9, d_model = 8"],
+            "the true ones times 1.5",
+        ),
+    ],
+)
+def test_typical_decoding_slips_are_named(fn, cases, problem):
+    report = checks.check_position_from_encoding(fn)
+    assert not report
+    problems = failed(report)
+    for case in cases:
+        assert problem in problems[case], (case, problems.get(case))
+
+
+def test_decoding_hints_never_show_the_answer():
+    # A hint diagnoses; it never gives the formula or the code of the answer.
+    fns = [
+        lambda pe: reader_position(pe, pair="fastest"),
+        lambda pe: reader_position(pe, wrap=False),
+        lambda pe: reader_position(pe, order="cos, sin"),
+        lambda pe: reader_position(pe, frequency="i/d"),
+        lambda pe: np.zeros(pe.shape[:-1]),
+    ]
+    for fn in fns:
+        text = flat(checks.check_position_from_encoding(fn))
+        for giveaway in ("arctan2(", "np.", "% (2", "10000**", "10000 **", "pe[..."):
+            assert giveaway not in text, (giveaway, text)
+
+
+def test_a_decoder_that_changes_its_input_is_reported():
+    def in_place(pe):
+        pe[..., -1] = np.clip(pe[..., -1], -1, 1)
+        pe *= 1.0 + 1e-3
+        return reader_position(pe)
+
+    report = checks.check_position_from_encoding(in_place)
+    assert not report and "in place" in flat(report)

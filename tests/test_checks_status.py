@@ -99,6 +99,7 @@ def test_statuses_of_a_right_and_a_wrong_answer():
         "message": "",
         "passed": len(right.results),
         "total": len(right.results),
+        "book_calls": "",
     }
     wrong = checks.check_softmax(naive_softmax)
     assert wrong.status == FAILED

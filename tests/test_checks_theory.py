@@ -13,7 +13,7 @@ from helpers.checks import (
     check_self_attention_jacobian,
     check_truncated_attention,
 )
-from tests.report_text import assert_all_passed, failed, flat
+from tests.report_text import assert_all_passed, assert_refused, failed, flat
 
 # ---------------------------------------------------------------------------
 # check_self_attention_jacobian
@@ -30,6 +30,8 @@ def reader_jacobian(X, W_Q, W_K, W_V, *, slip=None):
     P = np.exp(S - S.max(axis=1, keepdims=True))
     P /= P.sum(axis=1, keepdims=True)
     out = P @ V
+    if slip == "no -o_i":  # the softmax's derivative without its rank-one term
+        out = np.zeros_like(out)
     J = np.zeros((n, d_v, n, d))
     for i in range(n):
         for j in range(n):
@@ -58,11 +60,19 @@ def jacobian_with(slip):
 JACOBIAN_CASES = ["one token", "three tokens", "every size different", "large scores"]
 
 
-@pytest.mark.parametrize("fn", [reader_jacobian, helpers.self_attention_jacobian])
-def test_correct_jacobians_pass(fn):
-    report = check_self_attention_jacobian(fn)
+def test_correct_jacobians_pass():
+    report = check_self_attention_jacobian(reader_jacobian)
     assert_all_passed(report)
     assert [r.name for r in report.results] == JACOBIAN_CASES
+
+
+def test_the_books_jacobian_is_refused():
+    for fn in (
+        helpers.self_attention_jacobian,
+        helpers.theory.self_attention_jacobian,
+        lambda X, W_Q, W_K, W_V: helpers.self_attention_jacobian(X, W_Q, W_K, W_V),
+    ):
+        assert_refused(check_self_attention_jacobian(fn), "helpers.theory.self_attention_jacobian")
 
 
 @pytest.mark.parametrize(
@@ -72,6 +82,7 @@ def test_correct_jacobians_pass(fn):
         ("no query path", JACOBIAN_CASES[1:], "path through the query is missing"),
         ("no key path", JACOBIAN_CASES[1:], "path through the keys is missing"),
         ("no scale", JACOBIAN_CASES[1:], "without the 1/sqrt(d_k) scaling"),
+        ("no -o_i", JACOBIAN_CASES[1:], "the score paths use v_m where the softmax's derivative"),
         ("column-major", JACOBIAN_CASES[1:], "column-major order"),
         ("transposed", ["three tokens"], "this is the transpose"),
     ],
@@ -130,11 +141,29 @@ def reader_width(L):
     return int(np.linalg.matrix_rank(L - L.mean(axis=1, keepdims=True)))
 
 
-@pytest.mark.parametrize("fn", [reader_width, helpers.min_head_width])
-def test_correct_widths_pass(fn):
-    report = check_min_head_width(fn)
+def test_correct_widths_pass():
+    report = check_min_head_width(reader_width)
     assert_all_passed(report)
     assert [r.name for r in report.results] == WIDTH_CASES
+
+
+def test_the_books_width_is_refused():
+    import functools
+
+    from helpers.theory import min_head_width as imported
+
+    for fn in (
+        helpers.theory.min_head_width,
+        imported,
+        functools.partial(helpers.theory.min_head_width, rtol=1e-9),
+        lambda L: getattr(helpers.theory, "min_head_width")(L),  # noqa: B009
+    ):
+        report = check_min_head_width(fn)
+        assert_refused(report, "helpers.theory.min_head_width")
+        assert report.message.endswith(
+            "calls helpers.theory.min_head_width, the book's own version: the exercise asks "
+            "you to write it"
+        )
 
 
 @pytest.mark.parametrize(
@@ -153,7 +182,7 @@ def test_correct_widths_pass(fn):
         (
             lambda L: np.linalg.matrix_rank(L - L.mean(axis=0, keepdims=True)),
             ["a bonus per key", "5 queries and 6 keys"],
-            "each column was centred",
+            "each column (each key) was centred",
         ),
     ],
 )
@@ -168,8 +197,9 @@ def test_width_slips_are_named(wrong, cases, problem):
 def test_width_off_by_one_is_shown_as_whole_numbers():
     report = check_min_head_width(lambda L: reader_width(L) + 1)
     first = report.failures[0]
-    assert first.name == "each token reads itself"
-    assert first.expected == "3" and first.got == "4"
+    assert first.name == "uniform weights"  # the smallest input comes first
+    assert first.expected == "0" and first.got == "1"
+    assert [r.expected for r in report.failures if r.name == "each token reads itself"] == ["3"]
 
 
 # ---------------------------------------------------------------------------
@@ -210,18 +240,33 @@ def truncated_with(slip):
     return fn
 
 
-@pytest.mark.parametrize("fn", [reader_truncated, helpers.truncated_attention])
-def test_correct_truncations_pass(fn):
-    report = check_truncated_attention(fn)
+def test_correct_truncations_pass():
+    report = check_truncated_attention(reader_truncated)
     assert_all_passed(report)
     assert [r.name for r in report.results] == TRUNC_CASES
+
+
+def test_the_books_truncation_is_refused():
+    assert_refused(
+        check_truncated_attention(lambda s, V, k: helpers.theory.truncated_attention(s, V, k)),
+        "helpers.theory.truncated_attention",
+    )
+
+
+def test_a_legitimate_helper_call_is_not_refused():
+    # helpers.softmax computes a part, not the truncated attention itself: allowed.
+    def with_the_books_softmax(scores, V, k):
+        kth = np.sort(scores, axis=-1)[:, -k][:, None]
+        return helpers.softmax(np.where(scores >= kth, scores, -np.inf)) @ V
+
+    assert_all_passed(check_truncated_attention(with_the_books_softmax))
 
 
 @pytest.mark.parametrize(
     ("slip", "cases", "problem"),
     [
         ("not renormalised", [TRUNC_CASES[0], TRUNC_CASES[2], TRUNC_CASES[3]], "not renormalised"),
-        ("zeros", [TRUNC_CASES[0], TRUNC_CASES[2], TRUNC_CASES[3]], "set to 0 instead of -inf"),
+        ("zeros", [TRUNC_CASES[0], TRUNC_CASES[2], TRUNC_CASES[3]], "set to 0 instead of being"),
         ("smallest", [TRUNC_CASES[0], TRUNC_CASES[2], TRUNC_CASES[3]], "k smallest scores"),
         ("k - 1", [TRUNC_CASES[0], TRUNC_CASES[3]], "only k - 1 keys"),
         ("k + 1", [TRUNC_CASES[0], TRUNC_CASES[2], TRUNC_CASES[3]], "k + 1 keys were kept"),

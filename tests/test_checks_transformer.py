@@ -14,7 +14,7 @@ from helpers.checks import (
     check_llama_block_parameter_count,
     check_rms_norm_backward,
 )
-from tests.report_text import assert_all_passed, failed, flat
+from tests.report_text import assert_all_passed, assert_refused, failed, flat
 
 # ---------------------------------------------------------------------------
 # check_layer_norm
@@ -65,7 +65,11 @@ LN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("fn", [reader_ln, helpers_ln], ids=["reader", "helpers"])
+def test_the_books_layer_norm_is_refused():
+    assert_refused(check_layer_norm(helpers_ln), "helpers.transformer.layer_norm")
+
+
+@pytest.mark.parametrize("fn", [reader_ln], ids=["reader"])
 def test_correct_layer_norms_pass(fn):
     report = check_layer_norm(fn)
     assert_all_passed(report)
@@ -158,12 +162,16 @@ def backward_with_slip(slip):
 
 
 @pytest.mark.parametrize(
-    "fn",
-    [reader_ln_backward, helpers_ln_backward, backward_with_slip("dict")],
-    ids=["reader", "helpers", "dict"],
+    "fn", [reader_ln_backward, backward_with_slip("dict")], ids=["reader", "dict"]
 )
 def test_correct_layer_norm_backwards_pass(fn):
     assert_all_passed(check_layer_norm_backward(fn))
+
+
+def test_the_books_layer_norm_backward_is_refused():
+    assert_refused(
+        check_layer_norm_backward(helpers_ln_backward), "helpers.transformer.layer_norm_backward"
+    )
 
 
 @pytest.mark.parametrize(
@@ -195,12 +203,12 @@ def test_layer_norm_backward_not_summed_over_rows_is_named():
     }
     for name, text in problems.items():
         assert f"{name.split()[0]} is not summed over the tokens" in text, problems
-    assert "sum over every axis but the last" in flat(report)
+    assert "has the shape of gamma, (d,)" in flat(report)
 
 
 def test_layer_norm_backward_missing_key_is_reported():
     def fn(grad_y, x, gamma, eps):
-        dx, dgamma, _ = helpers.layer_norm_backward(grad_y, x, gamma, eps=float(eps))
+        dx, dgamma, _ = reader_ln_backward(grad_y, x, gamma, eps)
         return {"dx": dx, "dgamma": dgamma}
 
     problems = failed(check_layer_norm_backward(fn))
@@ -342,8 +350,9 @@ def right_count(d_model, d_ff):
 
 def test_correct_counts_pass():
     assert_all_passed(check_block_parameter_count(right_count))
-    assert_all_passed(
-        check_block_parameter_count(lambda d, f: helpers.block_parameter_count(d, 1, f))
+    assert_refused(
+        check_block_parameter_count(lambda d, f: helpers.block_parameter_count(d, 1, f)),
+        "helpers.transformer.block_parameter_count",
     )
 
 
@@ -434,15 +443,19 @@ def block_with_slip(slip):
 BLOCK_CASES = ["post-LN, 2 heads", "post-LN, 4 heads", "pre-LN, 2 heads", "pre-LN, 4 heads"]
 
 
-@pytest.mark.parametrize(
-    "fn",
-    [reader_block, lambda X, p, h, nf: helpers.encoder_block(X, p, h, norm_first=nf)[0]],
-    ids=["reader", "helpers"],
-)
-def test_correct_blocks_pass(fn):
-    report = check_encoder_block(fn)
+def test_correct_blocks_pass():
+    report = check_encoder_block(reader_block)
     assert_all_passed(report)
     assert [r.name for r in report.results] == BLOCK_CASES
+
+
+def test_the_books_block_is_refused():
+    # the statement builds the block from helpers.layer_norm, helpers.multi_head_attention and
+    # helpers.feed_forward (reader_block does): those stay allowed; encoder_block is the answer
+    assert_refused(
+        check_encoder_block(lambda X, p, h, nf: helpers.encoder_block(X, p, h, norm_first=nf)[0]),
+        "helpers.transformer.encoder_block",
+    )
 
 
 @pytest.mark.parametrize(
@@ -488,8 +501,121 @@ def test_block_slips_are_named(slip, cases, problem):
 def test_block_that_modifies_params_in_place_is_reported():
     def fn(X, params, h, norm_first):
         params["W_1"] *= 2
-        return helpers.encoder_block(X, params, h, norm_first=norm_first)[0]
+        return reader_block(X, params, h, norm_first)
 
     report = check_encoder_block(fn)
     assert not report
     assert all("in place" in r.problem for r in report.failures)
+
+
+# ---------------------------------------------------------------------------
+# check_fold_layer_norm (exercise 6.1): the gain and shift folded into the next layer
+# ---------------------------------------------------------------------------
+
+
+def fold_by_rows(gamma, beta, W, b):
+    return gamma[:, None] * W, beta @ W + b
+
+
+def fold_by_diag(gamma, beta, W, b):
+    """Another right answer: diag(gamma) W, and beta as a one-row matrix."""
+    return {"W_folded": np.diag(gamma) @ W, "b_folded": (beta[None, :] @ W)[0] + b}
+
+
+@pytest.mark.parametrize("fn", [fold_by_rows, fold_by_diag])
+def test_correct_folds_pass(fn):
+    assert_all_passed(helpers.checks.check_fold_layer_norm(fn))
+
+
+def test_a_fold_really_is_what_the_check_says():
+    # What passes the check gives the same outputs as the layer norm and the layer it folds.
+    rng = np.random.default_rng(5)
+    x, gamma, beta = rng.normal(size=(7, 6)), rng.normal(size=6), rng.normal(size=6)
+    W, b = rng.normal(size=(6, 4)), rng.normal(size=4)
+    W_f, b_f = fold_by_rows(gamma, beta, W, b)
+    before = helpers.layer_norm(x, gamma, beta) @ W + b
+    after = helpers.layer_norm(x, np.ones(6), np.zeros(6)) @ W_f + b_f
+    assert np.allclose(before, after)
+
+
+@pytest.mark.parametrize(
+    ("fn", "case", "problem"),
+    [
+        (
+            lambda g, be, W, b: (W * g, be @ W + b),
+            "W_folded, a square layer, d = d_out = 4",
+            "gamma scales the columns of W",
+        ),
+        (
+            lambda g, be, W, b: (W / g[:, None], be @ W + b),
+            "W_folded, W of shape (6, 3)",
+            "W is divided by gamma",
+        ),
+        (
+            lambda g, be, W, b: (W, be @ W + b),
+            "W_folded, W of shape (3, 8)",
+            "the gain gamma is not folded in",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, b),
+            "b_folded, W of shape (6, 3)",
+            "the shift beta is not folded in",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, b + be),
+            "b_folded, a square layer, d = d_out = 4",
+            "without passing through W",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, (g * be) @ W + b),
+            "b_folded, W of shape (3, 8)",
+            "beta is multiplied by gamma",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, be @ W),
+            "b_folded, W of shape (6, 3)",
+            "own bias b is missing",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, b - be @ W),
+            "b_folded, W of shape (6, 3)",
+            "sign of the shift's contribution is flipped",
+        ),
+        (
+            lambda g, be, W, b: (g[:, None] * W, W @ be + b),
+            "b_folded, a square layer, d = d_out = 4",
+            "as a column vector would",
+        ),
+    ],
+)
+def test_typical_fold_slips_are_named(fn, case, problem):
+    report = helpers.checks.check_fold_layer_norm(fn)
+    assert not report
+    assert problem in failed(report)[case], failed(report).get(case)
+
+
+def test_a_fold_that_is_not_a_pair_is_reported():
+    report = helpers.checks.check_fold_layer_norm(lambda g, be, W, b: g[:, None] * W)
+    assert not report and "expected the pair (W_folded, b_folded)" in flat(report)
+
+
+def test_a_fold_that_changes_its_inputs_is_reported():
+    def in_place(gamma, beta, W, b):
+        W *= gamma[:, None]
+        b += beta @ (W / gamma[:, None])
+        return W, b
+
+    report = helpers.checks.check_fold_layer_norm(in_place)
+    assert not report and "in place" in flat(report)
+
+
+def test_fold_hints_never_show_the_answer():
+    wrong = [
+        lambda g, be, W, b: (W, b),
+        lambda g, be, W, b: (W * g, b + be),
+        lambda g, be, W, b: (np.zeros_like(W), np.zeros_like(b)),
+    ]
+    for fn in wrong:
+        text = flat(helpers.checks.check_fold_layer_norm(fn))
+        for giveaway in ("gamma[:, None]", "beta @ W", "np.diag", "@ W +", "* W"):
+            assert giveaway not in text, (giveaway, text)

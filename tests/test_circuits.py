@@ -1,7 +1,11 @@
-"""Tests of helpers.circuits: PyTorch parity of the model and its gradients, the scores,
-ablation, the batch generator's statistics, and bad input."""
+"""Tests of helpers.circuits: PyTorch parity of the model, its gradients and its training,
+the scores, zero- and mean-ablation, the copying score, the batch generator's statistics,
+bad input, and chapter 8's script of seeds."""
 
 from __future__ import annotations
+
+import ast
+import sys
 
 import numpy as np
 import pytest
@@ -11,21 +15,34 @@ from helpers.circuits import (
     attention_only_backward,
     attention_only_forward,
     composition_score,
+    copying_score,
+    head_output_means,
     init_attention_only_params,
     k_composition_scores,
+    phase_change_step,
     prefix_matching_score,
     previous_token_score,
     repeated_token_batch,
+    train_attention_only,
 )
+from tests.notebook_bootstrap import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import ch8_seeds
 
 # Float64 against PyTorch's float64: the two sum in different orders; the results differ
 # by a few hundred ulps of O(1) numbers at most (~1e-13), far below any slip.
 PARITY = {"rtol": 1e-10, "atol": 1e-10}
 
 
-def torch_model(tokens, params, num_heads, ablate=()):
-    """The same model written with torch.nn.MultiheadAttention, in float64, with autograd."""
-    T = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+def torch_model(tokens, params, num_heads, ablate=(), replacement=None, T=None):
+    """The same model written with torch.nn.MultiheadAttention, in float64, with autograd.
+
+    An ablated head's output (before W_O) is replaced by zeros, or by ``replacement[layer,
+    head]`` ((n, d_v) per head) when given. ``T``: the parameters as tensors (made from
+    ``params`` when None)."""
+    if T is None:
+        T = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
     t = torch.as_tensor(tokens)
     n = t.shape[1]
     d = T["W_E"].shape[1]
@@ -47,10 +64,13 @@ def torch_model(tokens, params, num_heads, ablate=()):
         )
         dh = d // num_heads
         keep = torch.ones(d, dtype=torch.float64)
+        instead = torch.zeros(n, d, dtype=torch.float64)
         for la, h in ablate:
             if la == layer:
                 keep[h * dh : (h + 1) * dh] = 0
-        X = X + (Z * keep) @ T[f"W_O{layer}"]
+                if replacement is not None:
+                    instead[:, h * dh : (h + 1) * dh] = torch.from_numpy(replacement[la, h])
+        X = X + (Z * keep + instead) @ T[f"W_O{layer}"]
         weights.append(A)
     return X @ T["W_U"], torch.stack(weights), T
 
@@ -244,3 +264,259 @@ def test_backward_rejects_a_gradient_of_the_wrong_shape():
     _, cache = attention_only_forward(np.array([[7, 1, 2]]), params, num_heads=2)
     with pytest.raises(ValueError, match="grad_logits"):
         attention_only_backward(np.ones((1, 3, 6)), cache)
+
+
+# ---------------------------------------------------------------------------
+# Mean-ablation
+# ---------------------------------------------------------------------------
+
+
+def test_mean_ablation_matches_pytorch_forward_and_backward():
+    rng = np.random.default_rng(11)
+    params = init_attention_only_params(9, 12, 3, 2, 8, rng=rng)
+    tokens = rng.integers(0, 10, size=(4, 7))
+    ref = rng.integers(0, 10, size=(6, 7))
+    _, ref_cache = attention_only_forward(ref, params, num_heads=3)
+    means = head_output_means(ref_cache)
+    ablate = ((0, 1), (1, 2))
+    logits, cache = attention_only_forward(
+        tokens, params, num_heads=3, ablate=ablate, replacement=means
+    )
+    G = rng.standard_normal(logits.shape)
+    grads = attention_only_backward(G, cache)
+    t_logits, _, T = torch_model(tokens, params, 3, ablate, means)
+    np.testing.assert_allclose(logits, t_logits.detach().numpy(), **PARITY)
+    (t_logits * torch.from_numpy(G)).sum().backward()
+    for k in params:
+        np.testing.assert_allclose(grads[k], T[k].grad.numpy(), **PARITY, err_msg=k)
+    zeroed, _ = attention_only_forward(tokens, params, num_heads=3, ablate=ablate)
+    assert np.abs(logits - zeroed).max() > 1e-3  # the means are not zero
+
+
+def test_head_output_means_are_the_batch_means_of_each_head():
+    rng = np.random.default_rng(12)
+    params = init_attention_only_params(7, 8, 2, 2, 6, rng=rng)
+    tokens = rng.integers(0, 8, size=(5, 6))
+    _, cache = attention_only_forward(tokens, params, num_heads=2)
+    means = head_output_means(cache)
+    assert means.shape == (2, 2, 6, 4)
+    for layer in range(2):
+        for r in range(2):
+            expected = cache["Z"][layer][:, :, 4 * r : 4 * (r + 1)].mean(axis=0)
+            np.testing.assert_allclose(means[layer, r], expected, rtol=1e-14, atol=1e-15)
+
+
+def test_zero_replacement_is_zero_ablation_and_own_mean_changes_nothing():
+    rng = np.random.default_rng(13)
+    params = init_attention_only_params(7, 8, 2, 2, 6, rng=rng)
+    tokens = rng.integers(0, 8, size=(3, 6))
+    ablate = [(0, 0), (1, 1)]
+    zeroed, _ = attention_only_forward(tokens, params, num_heads=2, ablate=ablate)
+    by_zeros, _ = attention_only_forward(
+        tokens, params, num_heads=2, ablate=ablate, replacement=np.zeros((2, 2, 6, 4))
+    )
+    np.testing.assert_array_equal(by_zeros, zeroed)
+    # on a batch of one sequence repeated, each head's output is its own mean
+    same = np.repeat(tokens[:1], 4, axis=0)
+    full, cache = attention_only_forward(same, params, num_heads=2)
+    ablated, _ = attention_only_forward(
+        same, params, num_heads=2, ablate=ablate, replacement=head_output_means(cache)
+    )
+    np.testing.assert_allclose(ablated, full, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------
+
+
+def _task(vocab=8, n=10, size=12, seed=1):
+    return repeated_token_batch(
+        size, n, vocab, rng=np.random.default_rng(seed), min_period=2, max_period=4
+    )
+
+
+def test_training_matches_pytorch_autograd_and_adam():
+    """Five steps of train_attention_only against the same model trained with autograd and
+    torch.optim.Adam on the same batches (float64; the two sum in different orders)."""
+    vocab, d, h, n, steps = 8, 8, 2, 10, 5
+    params = init_attention_only_params(vocab, d, h, 2, n, rng=np.random.default_rng(0))
+    start = {k: v.copy() for k, v in params.items()}
+    e_tokens, e_pred = _task(vocab, n)
+    hist = train_attention_only(
+        params,
+        num_heads=h,
+        steps=steps,
+        rng=np.random.default_rng(5),
+        eval_tokens=e_tokens,
+        eval_predictable=e_pred,
+        batch=4,
+        lr=1e-2,
+        every=steps,
+        min_period=2,
+        max_period=4,
+    )
+    T = {k: torch.tensor(v, requires_grad=True) for k, v in start.items()}
+    opt = torch.optim.Adam(list(T.values()), lr=1e-2)
+    rng = np.random.default_rng(5)
+    losses = []
+    for _ in range(steps):
+        tokens, _ = repeated_token_batch(4, n, vocab, rng=rng, min_period=2, max_period=4)
+        logits, _, _ = torch_model(tokens, start, h, T=T)
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, vocab), torch.as_tensor(tokens[:, 1:]).reshape(-1)
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    np.testing.assert_allclose(hist["train"], losses, **PARITY)
+    for k in params:
+        np.testing.assert_allclose(params[k], T[k].detach().numpy(), **PARITY, err_msg=k)
+    assert max(np.abs(params[k] - start[k]).max() for k in params) > 1e-3  # it did train
+
+
+def test_training_history_is_deterministic_and_measured_on_the_evaluation_batch():
+    vocab, n = 8, 10
+    e_tokens, e_pred = _task(vocab, n)
+    runs = []
+    for _ in range(2):
+        params = init_attention_only_params(vocab, 8, 2, 2, n, rng=np.random.default_rng(3))
+        start = {k: v.copy() for k, v in params.items()}
+        hist = train_attention_only(
+            params,
+            num_heads=2,
+            steps=20,
+            rng=np.random.default_rng(4),
+            eval_tokens=e_tokens,
+            eval_predictable=e_pred,
+            batch=4,
+            every=10,
+            min_period=2,
+            max_period=4,
+        )
+        runs.append(hist)
+    for key in runs[0]:
+        np.testing.assert_array_equal(runs[0][key], runs[1][key], err_msg=key)
+    hist = runs[0]
+    assert hist["step"].tolist() == [0, 10, 20] and hist["train"].shape == (20,)
+    assert hist["prev"].shape == hist["prefix"].shape == (3, 2, 2)
+    assert hist["frames"].shape == (3, 2, 2, n, n) and hist["position_loss"].shape == (3, n - 1)
+    # step 0 is the untrained model on the evaluation batch
+    logits, cache = attention_only_forward(e_tokens, start, num_heads=2)
+    logp = torch.log_softmax(torch.from_numpy(logits[:, :-1]), dim=-1).numpy()
+    nll = -np.take_along_axis(logp, e_tokens[:, 1:, None], axis=-1)[..., 0]
+    np.testing.assert_allclose(hist["in_context"][0], nll[e_pred].mean(), rtol=1e-12)
+    np.testing.assert_allclose(hist["other"][0], nll[~e_pred].mean(), rtol=1e-12)
+    np.testing.assert_allclose(hist["position_loss"][0], nll.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(hist["prev"][0], previous_token_score(cache["weights"]))
+    np.testing.assert_array_equal(hist["frames"][0], cache["weights"][:, 0])
+
+
+def test_phase_change_step():
+    steps = [0, 25, 50, 75, 100]
+    assert phase_change_step(steps, [3.9, 3.0, 1.9, 2.5, 1.0], threshold=2.0) == 50
+    assert phase_change_step(steps, [3.9, 3.0, 2.0, 2.5, 2.1], threshold=2.0) is None
+    assert phase_change_step(steps, [1.0, 3.0, 2.0, 2.5, 2.1], threshold=2.0) == 0
+    with pytest.raises(ValueError, match="in_context"):
+        phase_change_step(steps, [1.0, 2.0], threshold=2.0)
+
+
+# ---------------------------------------------------------------------------
+# The copying score
+# ---------------------------------------------------------------------------
+
+
+def test_copying_score_on_known_spectra():
+    rng = np.random.default_rng(14)
+    B = rng.standard_normal((6, 6))
+    assert copying_score(B @ B.T + 0.1 * np.eye(6)) == pytest.approx(1.0)  # positive definite
+    assert copying_score(-(B @ B.T) - 0.1 * np.eye(6)) == pytest.approx(-1.0)
+    assert copying_score(np.array([[0.0, -1.0], [1.0, 0.0]])) == pytest.approx(0.0, abs=1e-15)
+    assert copying_score(np.diag([3.0, -1.0])) == pytest.approx(0.5)
+    # invariant under a change of basis and a positive scale; parity with torch.linalg.eigvals
+    M = rng.standard_normal((7, 7))
+    P = rng.standard_normal((7, 7))
+    similar = 2.5 * P @ M @ np.linalg.inv(P)
+    assert copying_score(similar) == pytest.approx(copying_score(M), rel=1e-9)
+    ev = torch.linalg.eigvals(torch.from_numpy(M))
+    expected = (ev.sum().real / ev.abs().sum()).item()
+    assert copying_score(M) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("M", "words"),
+    [(np.ones((2, 3)), "square"), (np.zeros((3, 3)), "zero"), (np.full((2, 2), np.nan), "finite")],
+)
+def test_copying_score_rejects_bad_matrices(M, words):
+    with pytest.raises(ValueError, match=words):
+        copying_score(M)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"replacement": np.zeros((2, 2, 3, 3))}, "replacement"),
+        ({"replacement": np.full((2, 2, 3, 2), np.inf)}, "replacement"),
+    ],
+)
+def test_forward_rejects_a_bad_replacement(kwargs, words):
+    params = init_attention_only_params(7, 4, 2, 2, 5, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=words):
+        attention_only_forward(
+            np.array([[7, 1, 2]]), params, num_heads=2, ablate=[(0, 0)], **kwargs
+        )
+
+
+def test_training_rejects_a_bad_evaluation_batch():
+    params = init_attention_only_params(8, 8, 2, 1, 10, rng=np.random.default_rng(0))
+    e_tokens, e_pred = _task(8, 10)
+    common = {"num_heads": 2, "steps": 1, "eval_tokens": e_tokens, "min_period": 2, "max_period": 4}
+    with pytest.raises(ValueError, match="eval_predictable"):
+        train_attention_only(
+            params, rng=np.random.default_rng(0), eval_predictable=e_pred[:, 1:], **common
+        )
+    with pytest.raises(TypeError, match="rng"):
+        train_attention_only(params, rng=0, eval_predictable=e_pred, **common)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 8's study of seeds (scripts/ch8_seeds.py)
+# ---------------------------------------------------------------------------
+
+
+def test_the_chapter_holds_a_table_the_script_can_read_and_write():
+    table = ch8_seeds.read_chapter()
+    assert set(table) == set(ch8_seeds.NAMES)
+    assert table["STUDY_STEPS"] == ch8_seeds.STUDY_STEPS
+    assert len(table["TWO_LAYER_PHASE"]) == ch8_seeds.TWO_LAYER_SEEDS
+    assert len(table["ONE_LAYER_PHASE"]) == ch8_seeds.ONE_LAYER_SEEDS
+    for step in [*table["TWO_LAYER_PHASE"], *table["ONE_LAYER_PHASE"]]:
+        assert step is None or (0 < step <= table["STUDY_STEPS"] and step % 25 == 0)
+    # what the script prints is the cell's text, and reads back as the same table
+    printed = {}
+    for line in ch8_seeds.as_source(table).splitlines():
+        name, _, value = line.partition(" = ")
+        printed[name] = ast.literal_eval(value)
+    assert printed == table
+
+
+def test_the_script_trains_as_the_chapter_does():
+    """The script's first steps of seed 0 are the chapter's run: the same weights, batches and
+    evaluation batch (the chapter asserts that its full run lands on the table's step)."""
+    hist = ch8_seeds.run(0, layers=2, steps=25)
+    params = init_attention_only_params(48, 24, 3, 2, 24, rng=np.random.default_rng(0))
+    e_tokens, e_pred = repeated_token_batch(
+        128, 24, 48, rng=np.random.default_rng(2), min_period=3, max_period=11
+    )
+    again = train_attention_only(
+        params,
+        num_heads=3,
+        steps=25,
+        rng=np.random.default_rng(1),
+        eval_tokens=e_tokens,
+        eval_predictable=e_pred,
+    )
+    np.testing.assert_array_equal(hist["in_context"], again["in_context"])
+    assert ch8_seeds.phase_of(hist) is None  # nothing happens in 25 steps
+    assert ch8_seeds.data_seed(0) == 1 and ch8_seeds.data_seed(3) == 103

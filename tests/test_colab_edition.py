@@ -25,6 +25,7 @@ from tests.notebook_bootstrap import ROOT, bootstrap_source
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import colab_edition
+from glue_cells import GLUE_TITLE
 
 _spec = importlib.util.spec_from_file_location(
     "colab_edition_ext", ROOT / "book" / "_ext" / "colab_edition.py"
@@ -114,11 +115,24 @@ def test_code_cells_outputs_and_tags_are_the_chapters(chapter):
     # the install cell starts collapsed, showing its first line, a comment
     assert first.metadata.pop("jupyter") == {"source_hidden": True}
     assert first.source.startswith("# In Colab, install")
-    assert ours == code  # the rest as in the chapter (which stores no widget view)
+    # the rest as in the chapter (which stores no widget view), except that a glue cell
+    # keeps no output (values for the site only, which JupyterLab drew as an empty band)
+    glue_cells = 0
+    for cell in code:
+        if cell.cell_type == "code" and cell.source.startswith(GLUE_TITLE):
+            kinds = [set(o.get("data", {})) for o in cell.outputs]
+            assert kinds and all(k.startswith(converter.GLUE_PREFIX) for s in kinds for k in s)
+            assert all(kinds), cell.source
+            cell.outputs = []
+            glue_cells += 1
+    assert glue_cells >= 3
+    assert ours == code
     assert edition.metadata["kernelspec"] == source.metadata["kernelspec"]
     # every markdown cell of the chapter is there, in order, under its own id (a cell
     # that held only the end of a solution has nothing left to show)
     ids = [c.get("id") for c in edition.cells]
+    added = [c.metadata.get("colab_edition", {}).get("role") for c in edition.cells]
+    assert added[0] == "about" and added[-1] == "end"  # see the two tests below
     kept = [c for c in source.cells if c.id in ids]
     dropped = [c.source for c in source.cells if c.id not in ids]
     assert all(re.fullmatch(r"\s*```\{solution-end\}\s*```\s*", s) for s in dropped), dropped
@@ -146,6 +160,40 @@ def test_solutions_are_collapsed_under_their_exercise(chapter):
         # every cell of a solution follows its heading, before the next heading
         position = [c.get("id") for c in edition.cells].index(cell_ids[0])
         assert [c.get("id") for c in edition.cells[position : position + len(cell_ids)]] == cell_ids
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_the_first_cell_says_how_to_run_the_notebook(chapter):
+    """Above the title, a quote: Runtime ▸ Run all, the install cell, the explorers, the
+    folded solutions (as the student edition's first cell does)."""
+    about = edition_of(chapter).cells[0]
+    assert about.cell_type == "markdown"
+    assert about.metadata["colab_edition"] == {"role": "about"}
+    assert about.source.startswith("> **How to run this notebook.**")
+    for words in ("Runtime ▸ Run all", "installs the book's `helpers`", "explorers", "Solution"):
+        assert words in about.source, words
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_a_last_heading_ends_the_last_solution(chapter):
+    """The last cell is a heading at the exercises' level: JupyterLab's Run All leaves the
+    last cell active and unfolds the headings above it, so the last solution's cells must
+    not be the notebook's last (tests/site/test_jupyterlab_explorer.py runs one)."""
+    edition = edition_of(chapter)
+    last = edition.cells[-1]
+    solutions = edition.metadata["colab_edition"]["solutions"]
+    exercises = [
+        c for c in edition.cells if c.metadata.get("colab_edition", {}).get("role") == "exercise"
+    ]
+    level = len(re.match(r"#+", exercises[-1].source).group(0))
+    number = chapter.name[:2].lstrip("0")
+    assert last.metadata.get("colab_edition") == {"role": "end"}, "no end cell"
+    assert last.source.startswith(f"{'#' * level} End of chapter {number}\n"), last.source
+    assert edition.cells[-2].get("id") == list(solutions.values())[-1][-1]  # right after it
+    if number != str(len(CHAPTERS)):
+        following = CHAPTERS[int(number)].stem
+        assert f"Next: [{int(number) + 1}. " in last.source
+        assert f"notebooks/{following}.html)." in last.source
 
 
 # ---------------------------------------------------------------- every construct
@@ -514,7 +562,8 @@ def test_every_construct_a_chapter_may_use_is_rendered(tmp_path):
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     assert code == ["glue('value', '0.4011')", "print('solution code')", "answer = ..."]
     other = nbformat.read(root / "out" / "_build" / "colab" / "notebooks" / "02_other.ipynb", 4)
-    assert f"[All constructs]({page}#ch-all)" in other.cells[0].source  # another chapter
+    first = next(c for c in other.cells if c.id != "colab-edition-about")  # after the note
+    assert f"[All constructs]({page}#ch-all)" in first.source  # another chapter
     assert not re.search(r"\]\(" + re.escape(page), text), "a link within the chapter left it"
 
 

@@ -104,9 +104,6 @@ def near_copies(path) -> list[tuple[str, str, float]]:
 
 # Pairs the similarity measure flags that are not transcriptions, each with its reason.
 NOT_COPIES = {
-    ("06_transformer_block", "my_layer_norm", "batch_norm"): "batch norm normalises each "
-    "feature over the batch and positions; layer norm, each token over its features: the "
-    "axis is the exercise (the chapter asks the reader to tell the two apart)",
     ("07_bert_gpt_and_moe", "markov", "next_log_probs"): "a one-line table lookup that the "
     "beam-search solution decodes, not an answer: one-line functions look alike",
 }

@@ -73,9 +73,21 @@ def problems(data: dict) -> list[str]:
             out.append(f"{stem}: exercises listed out of order")
         for e in chapter["exercises"]:
             where = f"{stem}: {e['label']}"
-            if set(e) != {"label", "topic", "difficulty", "minutes", "checks"}:
+            required = {"label", "topic", "difficulty", "minutes", "checks"}
+            if not required <= set(e) <= required | {"points"}:
                 out.append(f"{where}: fields {sorted(e)}")
                 continue
+            points = e.get("points", {})
+            parts = {"written"} | {c.get("check") for c in e["checks"]}
+            parts |= {c.get("function") for c in e["checks"]}
+            if not isinstance(points, dict) or any(
+                k not in parts or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0
+                for k, v in points.items()
+            ):
+                out.append(
+                    f"{where}: points must map 'written', a listed check or function to a "
+                    f"positive number, not {points!r}"
+                )
             topic = e["topic"]
             if not isinstance(topic, str) or not topic.strip() or "\n" in topic or len(topic) > 90:
                 out.append(f"{where}: the topic must be one line of at most 90 characters")
@@ -159,9 +171,24 @@ def test_a_missing_exercise_or_a_wrong_name_is_found(data):
     broken["chapters"][0]["exercises"][0]["difficulty"] = "hard"
     cases.append((broken, "difficulty 'hard'"))
 
+    for points in ({"written": 0}, {"my_no_such_function": 2}, {"written": True}, [3]):
+        broken = copy.deepcopy(data)
+        broken["chapters"][0]["exercises"][0]["points"] = points
+        cases.append((broken, "points must map 'written', a listed check or function"))
+
+    broken = copy.deepcopy(data)
+    broken["chapters"][0]["exercises"][0]["weight"] = 2
+    cases.append((broken, "fields ["))
+
     for broken, message in cases:
         found = problems(broken)
         assert any(message in p for p in found), (message, found)
+
+    # and valid points are accepted: the written part and a listed function or check
+    fine = copy.deepcopy(data)
+    entry = next(e for e in fine["chapters"][0]["exercises"] if e["label"] == checked["label"])
+    entry["points"] = {"written": 3, checked["checks"][0]["function"]: 2.5}
+    assert problems(fine) == problems(data)
 
 
 def test_the_instructors_page_shows_every_exercise(data):

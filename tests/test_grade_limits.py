@@ -138,7 +138,7 @@ def test_make_help_lists_every_target_with_one_line():
     makefile = (ROOT / "Makefile").read_text()
     targets = set()
     for line in makefile.splitlines():
-        match = re.match(r"^([a-z][a-z ]*):(?!=)", line)
+        match = re.match(r"^([a-z][a-z -]*):(?!=)", line)
         if match:
             targets.update(match.group(1).split())
     phony = set(re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1).split())

@@ -333,6 +333,77 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p():
         assert np.allclose(q[:kept], p[:kept] / p[:kept].sum())
 
 
+def _kept(q, top_p):
+    return np.flatnonzero(next_token_distribution(np.log(np.asarray(q)), top_p=top_p)).tolist()
+
+
+def _hf_kept(q, top_p, dtype=None):
+    """The tokens Hugging Face's TopPLogitsWarper keeps, alone (float64 unless told)."""
+    from transformers import TopPLogitsWarper
+
+    scores = torch.tensor(np.log(np.asarray(q))[None, :], dtype=dtype or torch.float64)
+    out = TopPLogitsWarper(top_p)(torch.zeros((1, 1), dtype=torch.long), scores)
+    return np.flatnonzero(torch.isfinite(out[0]).numpy()).tolist()
+
+
+@pytest.mark.parametrize(
+    ("q", "top_p", "kept"),
+    [
+        ((0.25, 0.25, 0.25, 0.25), 0.5, [2, 3]),  # the later of tied tokens ranks higher
+        ((0.25, 0.25, 0.25, 0.25), 0.6, [1, 2, 3]),
+        ((0.4, 0.3, 0.3), 0.5, [0, 2]),
+        ((0.3, 0.4, 0.3), 0.75, [1, 2, 0]),
+        ((0.1, 0.3, 0.1, 0.3, 0.2), 0.5, [1, 3]),
+        ((0.1, 0.3, 0.1, 0.3, 0.2), 0.65, [1, 3, 4]),
+        ((0.1, 0.3, 0.1, 0.3, 0.2), 0.85, [1, 2, 3, 4]),
+    ],
+)
+def test_top_p_breaks_ties_as_hugging_face_does(q, top_p, kept):
+    # Ties rank the later token higher: the kept set is a prefix of that ranking, and it is
+    # the warper's (rows of at most 16 tokens, where PyTorch's CPU sort keeps ties in order).
+    assert _kept(q, top_p) == sorted(kept)
+    assert _hf_kept(q, top_p) == sorted(kept)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_top_p_with_many_ties_equals_hugging_face(seed):
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(3, 17))  # PyTorch's CPU sort keeps ties in index order up to 16
+    q = rng.choice([1.0, 2.0, 3.0], size=V)
+    q = q / q.sum()
+    top_p = float(rng.uniform(0.05, 0.95))
+    assert _kept(q, top_p) == _hf_kept(q, top_p), (q, top_p)
+
+
+@pytest.mark.parametrize(
+    ("q", "top_p", "kept"),
+    [
+        ((0.5, 0.3, 0.2), 0.8, [0, 1]),  # 0.5 + 0.3 is exactly 0.8: the third goes
+        ((0.5, 0.25, 0.125, 0.125), 0.75, [0, 1]),
+        ((0.25, 0.25, 0.25, 0.25), 0.5, [2, 3]),
+        ((0.2, 0.2, 0.2, 0.2, 0.2), 0.6, [2, 3, 4]),
+        ((0.4, 0.3, 0.2, 0.1), 0.7, [0, 1]),
+        ((0.4, 0.3, 0.2, 0.1), 0.9, [0, 1, 2]),
+    ],
+)
+def test_top_p_at_an_exact_boundary_is_decided_as_in_exact_arithmetic(q, top_p, kept):
+    # A set whose mass is exactly p reaches p. Hugging Face's warper agrees on either side
+    # of the boundary (p -+ 1e-6); at p itself its answer rests on rounding.
+    assert _kept(q, top_p) == kept
+    assert _hf_kept(q, top_p - 1e-6) == kept == _kept(q, top_p - 1e-6)
+    assert _hf_kept(q, top_p + 1e-6) == _kept(q, top_p + 1e-6)
+    assert len(_kept(q, top_p + 1e-6)) == len(kept) + 1
+
+
+def test_top_p_boundary_rounding_of_hugging_face_is_what_the_docstring_says():
+    # (0.5, 0.3, 0.2), p = 0.8: the warper compares 0.2 with 1 - 0.8 = 0.19999999999999996
+    # and keeps the third token in float64; in float32 it drops it.
+    assert 1 - 0.8 < 0.2
+    assert _hf_kept((0.5, 0.3, 0.2), 0.8) == [0, 1, 2]
+    assert _hf_kept((0.5, 0.3, 0.2), 0.8, torch.float32) == [0, 1]
+    assert _kept((0.5, 0.3, 0.2), 0.8) == [0, 1]
+
+
 def test_top_p_extreme_inputs_stay_finite():
     z = np.array([[1e4, 1e4 - 1.0, -1e4, 0.0]])
     q = next_token_distribution(z, temperature=1e-3, top_p=0.9)
@@ -556,3 +627,215 @@ def test_beam_search_bad_input():
         beam_search(np.zeros(3), [0], 2, beam_width=2)
     with pytest.raises(ValueError, match=r"must return shape \(1, V\)"):
         beam_search(lambda t: np.zeros(3), [0], 2, beam_width=2)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_beam_search_bad_end_token_or_length_penalty(bad):
+    def f(tokens):
+        return np.zeros((len(tokens), 3))
+
+    with pytest.raises((ValueError, TypeError), match="eos_id"):
+        beam_search(f, [0], 2, beam_width=2, eos_id=bad)
+    with pytest.raises(ValueError, match=r"eos_id must be a token id below V = 3, got 3"):
+        beam_search(f, [0], 2, beam_width=2, eos_id=3)
+    for penalty in (float("nan"), float("inf"), True, "1"):
+        with pytest.raises(ValueError, match="length_penalty must be a finite number"):
+            beam_search(f, [0], 2, beam_width=2, eos_id=1, length_penalty=penalty)
+
+
+# ---------------------------------------------------------------------------
+# Beam search with an end token and length normalisation
+# ---------------------------------------------------------------------------
+
+
+def _old_beam_search(next_log_probs, prompt, T, w):
+    """The call without an end token, as it was before eos_id existed: its results stay."""
+    beams, scores = np.asarray(prompt)[None, :], np.zeros(1)
+    for _ in range(T):
+        total = (scores[:, None] + next_log_probs(beams)).ravel()
+        best = np.argsort(-total, kind="stable")[:w]
+        beam, token = np.divmod(best, len(total) // len(beams))
+        beams, scores = np.concatenate([beams[beam], token[:, None]], axis=1), total[best]
+    return beams, scores
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("V", "T", "w"), [(3, 4, 2), (5, 3, 4), (4, 5, 1), (3, 3, 20)])
+def test_beam_search_without_an_end_token_keeps_its_old_results(seed, V, T, w):
+    f = _table_model(seed, V)
+    old_tokens, old_scores = _old_beam_search(f, [1, 2], T, w)
+    for penalty in (1.0, 0.0, 2.5):  # no end token: the length penalty changes nothing
+        tokens, scores = beam_search(f, [1, 2], T, beam_width=w, length_penalty=penalty)
+        assert np.array_equal(tokens, old_tokens) and np.array_equal(scores, old_scores)
+
+
+def _hypotheses(next_log_probs, prompt, T, V, eos):
+    """Every hypothesis of at most T added tokens (ended by eos, or T long without one),
+    with its summed log-probability and its number L of added tokens."""
+    tokens, _ = _exhaustive(next_log_probs, prompt, T, V)
+    n0 = len(prompt)
+    added = tokens[:, n0:]
+    ended = added == eos
+    L = np.where(ended.any(1), ended.argmax(1) + 1, T)
+    logp = np.stack(
+        [
+            next_log_probs(tokens[:, : n0 + t])[np.arange(len(tokens)), added[:, t]]
+            for t in range(T)
+        ],
+        axis=1,
+    )
+    sums = np.where(np.arange(T) < L[:, None], logp, 0.0).sum(1)
+    return added, L, sums
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("penalty", [0.0, 1.0, 2.0, -0.5])
+def test_beam_search_wide_enough_finds_the_best_normalised_hypothesis(seed, penalty):
+    # Nothing is pruned when the beam holds every hypothesis, and early stopping never
+    # triggers: the best score is the maximum over all hypotheses of sum / L**penalty,
+    # where L counts the added tokens, the end token included.
+    V, T, eos, prompt = 3, 4, 2, np.array([0, 1])
+    f = _table_model(seed, V)
+    added, L, sums = _hypotheses(f, prompt, T, V, eos)
+    normalised = sums / L**penalty
+    tokens, scores = beam_search(f, prompt, T, beam_width=V**T, eos_id=eos, length_penalty=penalty)
+    assert np.isclose(scores[0], normalised.max(), rtol=0, atol=1e-12)
+    best = added[normalised.argmax()][: L[normalised.argmax()]]
+    assert tokens[0, 2 : 2 + len(best)].tolist() == best.tolist()
+    assert np.all(tokens[0, 2 + len(best) :] == eos)  # padded with the end token
+    assert np.all(np.diff(scores) <= 0)
+    # every returned score is its hypothesis's normalised score
+    for row, score in zip(tokens, scores, strict=True):
+        ended = row[2:] == eos
+        n = int(ended.argmax()) + 1 if ended.any() else T
+        key = np.flatnonzero((L == n) & (added[:, :n] == row[2 : 2 + n]).all(1))[0]
+        assert np.isclose(score, normalised[key], rtol=0, atol=1e-12)
+
+
+def test_beam_search_stops_when_beam_width_hypotheses_have_ended():
+    # Token 2 ends. Step 1: of the 2 best extensions, "2" (0.5) ends and "0" (0.3) runs;
+    # the beam is refilled with "1" (0.2). Step 2: the best extension, "0 2" (0.15), ends:
+    # two hypotheses have ended, and the search stops (early_stopping=True) although 8
+    # more steps were allowed.
+    table = np.log(np.array([[0.3, 0.2, 0.5], [0.1, 0.6, 0.3], [1 / 3, 1 / 3, 1 / 3]]))
+    calls = []
+
+    def f(tokens):
+        calls.append(tokens.tolist())
+        return table[tokens[:, -1]]
+
+    tokens, scores = beam_search(f, [0], 10, beam_width=2, eos_id=2, length_penalty=1.0)
+    assert calls == [[[0]], [[0, 0], [0, 1]]]
+    assert tokens.tolist() == [[0, 2, 2], [0, 0, 2]]  # the first is padded with the end token
+    assert np.allclose(scores, [np.log(0.5), np.log(0.3 * 0.5) / 2])
+    # without the normalisation the order is the same here, the scores the sums
+    _, sums = beam_search(f, [0], 10, beam_width=2, eos_id=2, length_penalty=0.0)
+    assert np.allclose(sums, [np.log(0.5), np.log(0.3 * 0.5)])
+
+
+def eos_gpt2(seed, scale, eos=3):
+    """A tiny GPT-2 (vocabulary 10) whose token ``eos`` ends a sequence, random weights."""
+    config = GPT2Config(
+        vocab_size=10,
+        n_embd=16,
+        n_layer=2,
+        n_head=2,
+        n_positions=32,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=eos,
+        attn_implementation="eager",
+    )
+    return _randomise(GPT2LMHeadModel(config).double().eval(), seed, scale)
+
+
+def _log_probs_as_hugging_face(model):
+    """next_log_probs as Hugging Face's beam search computes them: float32 log-softmax."""
+
+    def next_log_probs(tokens):
+        with torch.no_grad():
+            logits = model(torch.from_numpy(tokens)).logits[:, -1].float()
+        return torch.log_softmax(logits, dim=-1).double().numpy()
+
+    return next_log_probs
+
+
+def _hf_beam_search(model, prompt, T, w, eos, penalty):
+    with torch.no_grad():
+        out = model.generate(
+            torch.from_numpy(prompt[None, :]),
+            max_new_tokens=T,
+            num_beams=w,
+            num_return_sequences=w,
+            eos_token_id=eos,
+            pad_token_id=0 if eos is None else eos,
+            length_penalty=penalty,
+            early_stopping=True,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+    return out.sequences.numpy(), out.sequences_scores.numpy()
+
+
+# (weight scale, seed) of tiny GPT-2s whose beams end at many different lengths
+EOS_MODELS = [
+    (0.5, 13),
+    (0.5, 23),
+    (0.5, 25),
+    (0.5, 34),
+    (0.5, 35),
+    (0.8, 12),
+    (0.8, 18),
+    (0.8, 24),
+]
+EOS_SEARCHES = [(2, 1.0), (3, 0.0), (3, 2.0), (4, -0.5), (2, 0.5)]  # (beam width, penalty)
+
+
+@pytest.mark.parametrize(("scale", "seed"), EOS_MODELS)
+def test_beam_search_with_an_end_token_equals_hugging_face(scale, seed):
+    # generate(num_beams=w, num_return_sequences=w, eos_token_id, length_penalty,
+    # early_stopping=True): the same w hypotheses in the same order, padded with the end
+    # token, and the same scores to float32 rounding (Hugging Face sums in float32).
+    model = eos_gpt2(seed, scale)
+    f = _log_probs_as_hugging_face(model)
+    prompt, T = np.array([1, 2]), 6
+    for w, penalty in EOS_SEARCHES:
+        ours, scores = beam_search(f, prompt, T, beam_width=w, eos_id=3, length_penalty=penalty)
+        theirs, their_scores = _hf_beam_search(model, prompt, T, w, 3, penalty)
+        assert np.array_equal(ours, theirs), (w, penalty, ours, theirs)
+        assert np.allclose(scores, their_scores, rtol=0, atol=1e-5), (w, penalty)
+
+
+def test_the_hugging_face_cases_end_at_many_lengths_and_the_penalty_matters():
+    # The parity test above is only as strong as its cases: hypotheses end early, at
+    # several lengths, and the penalty changes the best hypothesis.
+    lengths, changed = set(), 0
+    for scale, seed in EOS_MODELS:
+        f = _log_probs_as_hugging_face(eos_gpt2(seed, scale))
+        bests = set()
+        for w, penalty in EOS_SEARCHES:
+            tokens, _ = beam_search(
+                f, np.array([1, 2]), 6, beam_width=w, eos_id=3, length_penalty=penalty
+            )
+            ended = tokens[:, 2:] == 3
+            lengths |= set(np.where(ended.any(1), ended.argmax(1) + 1, 6).tolist())
+            bests.add(tuple(tokens[0]))
+        changed += len(bests) > 1
+    assert lengths == {1, 2, 3, 4, 5, 6}
+    assert changed >= 6
+
+
+@pytest.mark.parametrize(("scale", "seed"), EOS_MODELS[:3])
+def test_beam_search_without_an_end_token_equals_hugging_face(scale, seed):
+    # No end token: every hypothesis adds T tokens; Hugging Face divides every score by
+    # T**length_penalty, which changes no ranking; the helper returns the sums.
+    model = eos_gpt2(seed, scale, eos=None)
+    f = _log_probs_as_hugging_face(model)
+    prompt, T, w, penalty = np.array([1, 2]), 5, 3, 1.5
+    ours, scores = beam_search(f, prompt, T, beam_width=w, length_penalty=penalty)
+    theirs, their_scores = _hf_beam_search(model, prompt, T, w, None, penalty)
+    assert np.array_equal(ours, theirs)
+    assert np.allclose(scores / T**penalty, their_scores, rtol=0, atol=1e-5)

@@ -2,7 +2,8 @@
 
 Oracles: ``torch.autograd.functional.jacobian`` on the forward passes written in PyTorch
 (float64, tolerance 1e-10); Kim et al.'s bound checked on random and on adversarially
-optimised inputs; the closed forms of the residual, the head width and the truncation.
+optimised inputs, and its scaling with ``W_Q``; the closed forms of the residual, the head
+width and the truncation; BFGS against problems whose minimisers are known.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from helpers.theory import (
     l2_self_attention,
     l2_self_attention_jacobian,
     min_head_width,
+    minimise_bfgs,
     rank_collapse_residual,
     self_attention_jacobian,
     truncated_attention,
@@ -89,6 +91,47 @@ def test_l2_attention_and_its_jacobian_equal_pytorch(n, d, d_k, d_v, seed):
     J = l2_self_attention_jacobian(X, W_Q, W_V)
     ref = autograd_jacobian(torch_l2_attention, X, W_Q, W_V)
     np.testing.assert_allclose(J, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_l2_attention_and_its_jacobian_are_batched():
+    """A batch (2, 3, n, d) gives, sequence by sequence, what one sequence gives, and
+    PyTorch's autograd agrees on every sequence of the batch."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((2, 3, 4, 3))
+    W_Q, W_V = rng.standard_normal((3, 2)), rng.standard_normal((3, 5))
+    out = l2_self_attention(X, W_Q, W_V)
+    J = l2_self_attention_jacobian(X, W_Q, W_V)
+    assert out.shape == (2, 3, 4, 5) and J.shape == (2, 3, 20, 12)
+    for a in range(2):
+        for b in range(3):
+            np.testing.assert_allclose(out[a, b], l2_self_attention(X[a, b], W_Q, W_V), rtol=1e-13)
+            np.testing.assert_allclose(
+                J[a, b],
+                autograd_jacobian(torch_l2_attention, X[a, b], W_Q, W_V),
+                rtol=1e-10,
+                atol=1e-10,
+            )
+
+
+def test_l2_bound_scales_with_the_square_of_W_Q():
+    """The largest Jacobian norm grows like c^2 when W_Q is multiplied by c, and so does
+    the bound; a bound linear in ||W_Q|| (the multi-head factor of the paper read literally
+    for one head) is exceeded for c = 4. Two tokens of width 1: the Jacobian depends on
+    c (x_2 - x_1) only, so a grid of that gap finds its largest norm."""
+    gaps = np.linspace(-4.0, 4.0, 8001)
+    sups = {}
+    for c in (0.5, 1.0, 4.0):
+        X = np.stack([np.zeros_like(gaps), gaps / c], axis=1)[:, :, None]
+        sups[c] = np.linalg.norm(
+            l2_self_attention_jacobian(X, [[c]], [[1.0]]), 2, axis=(1, 2)
+        ).max()
+        assert sups[c] <= l2_lipschitz_bound(2, [[c]], [[1.0]])
+        assert math.isclose(
+            l2_lipschitz_bound(2, [[c]], [[1.0]]), c**2 * l2_lipschitz_bound(2, [[1.0]], [[1.0]])
+        )
+    assert math.isclose(sups[0.5] / 0.25, sups[4.0] / 16, rel_tol=1e-12)
+    assert math.isclose(sups[1.0], 1.6016389, rel_tol=1e-6)  # the largest norm, c = 1
+    assert sups[4.0] > 4.0 * l2_lipschitz_bound(2, [[1.0]], [[1.0]])  # beyond c ||W_V|| * const
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -238,6 +281,14 @@ def test_truncated_attention_and_its_error_bound(k):
         assert np.allclose(out, p @ V)
 
 
+def test_truncated_attention_keeps_exactly_k_keys_under_ties():
+    # three equal scores, k = 2: the two lower indices are kept, not all three
+    out = truncated_attention(np.array([[1.0, 1.0, 1.0, 0.0]]), np.eye(4), 2)
+    np.testing.assert_allclose(out, [[0.5, 0.5, 0.0, 0.0]])
+    out = truncated_attention(np.array([[0.0, 2.0, 2.0, 2.0]]), np.eye(4), 1)
+    np.testing.assert_allclose(out, [[0.0, 1.0, 0.0, 0.0]])
+
+
 def test_truncation_bound_is_attained():
     # two keys with opposite values: the error is exactly 2 eps ||v||
     s = np.array([[1.0, 0.0]])
@@ -253,6 +304,78 @@ def test_truncated_attention_with_extreme_scores():
     assert np.allclose(truncated_attention(s, V, 2), [[1, 0, 0]])
     s32 = np.array([[60.0, 59.0, 0.0]], dtype=np.float32)
     assert np.isfinite(truncated_attention(s32, V, 2)).all()
+
+
+def _bowl(centre, curvatures):
+    def f(x):  # sum_i c_i (x_i - centre_i)^2 for each row of x
+        r = x - centre
+        return np.sum(curvatures * r * r, axis=-1), 2 * curvatures * r
+
+    return f
+
+
+@pytest.mark.parametrize("curvatures", [[1.0, 1.0, 1.0], [1.0, 10.0, 100.0], [1e4, 1.0, 3.0]])
+def test_minimise_bfgs_finds_the_minimum_of_a_quadratic(curvatures):
+    """Condition numbers 1 to 1e4, four starts each: every start reaches the centre."""
+    rng = np.random.default_rng(0)
+    centre = rng.standard_normal(3)
+    x, f, g = minimise_bfgs(
+        _bowl(centre, np.array(curvatures)), 3 * rng.standard_normal((4, 3)), gtol=1e-12
+    )
+    np.testing.assert_allclose(x, np.tile(centre, (4, 1)), atol=1e-9)
+    assert (np.linalg.norm(g, axis=-1) <= 1e-12).all() and (f < 1e-18).all()
+
+
+def _rosenbrock(x):
+    a, b = x[:, 0], x[:, 1]
+    f = (1 - a) ** 2 + 100 * (b - a * a) ** 2
+    return f, np.stack([-2 * (1 - a) - 400 * a * (b - a * a), 200 * (b - a * a)], axis=1)
+
+
+def test_minimise_bfgs_finds_the_minimum_of_rosenbrocks_valley():
+    starts = np.array([[-1.2, 1.0], [0.0, 0.0], [2.0, 2.0], [-0.5, 3.0]])
+    x = minimise_bfgs(_rosenbrock, starts, steps=500, step=0.1)[0]
+    np.testing.assert_allclose(x, np.ones((4, 2)), atol=1e-6)
+
+
+def test_minimise_bfgs_treats_the_starts_independently():
+    # each start ends exactly where it ends alone, though the starts converge after very
+    # different numbers of steps: a converged start stops, and its steps never depend on
+    # the others'
+    starts = np.array([[-1.2, 1.0], [0.9, 0.8], [2.0, 2.0], [1.0, 1.0]])
+    together = minimise_bfgs(_rosenbrock, starts, steps=500, gtol=1e-5, step=0.1)
+    for b in range(4):
+        alone = minimise_bfgs(_rosenbrock, starts[b : b + 1], steps=500, gtol=1e-5, step=0.1)
+        for got, expected in zip(together, alone, strict=True):
+            np.testing.assert_array_equal(got[b], expected[0])
+    np.testing.assert_array_equal(together[0][3], [1.0, 1.0])  # it started at the minimum
+
+
+def test_minimise_bfgs_takes_no_step_when_converged_or_told_so():
+    f = _bowl(np.ones(2), np.ones(2))
+    x0 = np.array([[1.0, 1.0], [0.0, 3.0]])
+    np.testing.assert_array_equal(minimise_bfgs(f, x0, steps=0)[0], x0)
+    np.testing.assert_array_equal(minimise_bfgs(f, x0, gtol=10.0)[0], x0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"x0": np.array([[np.nan, 1.0]])}, "x0 must be finite"),
+        ({"x0": np.zeros((0, 2))}, "x0 must have shape"),
+        ({"step": 0.0}, "step must be in"),
+        ({"step": 1.5}, "step must be in"),
+        ({"gtol": -1.0}, "gtol must be at least 0"),
+        ({"steps": -1}, "steps must be"),
+        ({"fun": lambda x: (np.zeros(len(x) + 1), x)}, "fun must return values of shape"),
+        ({"fun": lambda x: (np.zeros(len(x)), x[:, :1])}, "gradients of shape"),
+    ],
+)
+def test_minimise_bfgs_rejects_bad_input(kwargs, match):
+    args = {"fun": _bowl(np.zeros(2), np.ones(2)), "x0": np.ones((2, 2))} | kwargs
+    fun, x0 = args.pop("fun"), args.pop("x0")
+    with pytest.raises(ValueError, match=match):
+        minimise_bfgs(fun, x0, **args)
 
 
 @pytest.mark.parametrize(

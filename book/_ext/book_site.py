@@ -28,11 +28,30 @@
 - The student edition (config value ``book_launch_edition`` set to editions/student)
   builds with the Sphinx tag ``student``, so a page can say what differs with
   ``{only} student`` and ``{only} not student`` blocks.
+- Ids are unique on a page: sphinx-proof gives every proof ``id="proof"`` and every
+  theorem's body ``id="proof-content"``, sphinx-exercise every statement's and solution's
+  body ``id="exercise-content"`` and ``id="solution-content"``. Each becomes its box's own
+  id with a suffix (``prop-theory-jacobian-proof``, ``ex-softmax-temp-content``), and a
+  proof's box gets the class ``proof-body`` (proof.css styled it by its id; book.css now
+  styles the class and draws the end-of-proof mark).
+- Pictures load when they come near the screen (``loading="lazy"``), and an explorer's
+  frames (helpers.widgets.Explorer stores them in the notebook as base64 data URIs,
+  800 kB for chapter 8's) are written to files, ``_images/explorer/SHA.png``, named by
+  their content: the page carries their addresses, and explorer.js fetches a frame when
+  the reader first moves the explorer's controls (an ``<img src>`` swap, which works from a
+  downloaded copy of the site opened as file:// too). Nothing is re-executed.
+- Every page has a button, beside the download menu, to the whole book as PDF (its
+  edition's: scripts/pdf.py puts it at the root of the edition's site).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
+import json
 import re
+from pathlib import Path
 
 from docutils import nodes
 
@@ -104,12 +123,111 @@ def _arxiv_links(app, pagename, templatename, context, doctree):
         )
 
 
+# A box whose body gets a generic id, and those ids (the box's own id comes first).
+_BOX = re.compile(
+    r'<div class="([^"]*\badmonition\b[^"]*)" id="([^"]+)">'
+    r'|\bid="(proof-content|exercise-content|solution-content)"'
+)
+
+
+def _unique_ids(app, pagename, templatename, context, doctree):
+    body = context.get("body")
+    generic = ("proof", "proof-content", "exercise-content", "solution-content")
+    if not body or not any(f'id="{i}"' in body for i in generic):
+        return
+    used = set(re.findall(r'\bid="([^"]+)"', body))
+    box = [pagename.replace("/", "-")]
+
+    def unique(base: str) -> str:
+        name, k = base, 1
+        while name in used:
+            k += 1
+            name = f"{base}-{k}"
+        used.add(name)
+        return name
+
+    def rename(match: re.Match) -> str:
+        classes, own, inner = match.groups()
+        if inner is not None:
+            return f'id="{unique(box[0] + "-content")}"'
+        if own == "proof" and classes.split()[:1] == ["proof"]:
+            new = unique(box[0] + "-proof")  # after the theorem it proves
+            return f'<div class="{classes} proof-body" id="{new}">'
+        box[0] = own
+        return match.group(0)
+
+    context["body"] = _BOX.sub(rename, body)
+
+
+_IMG = re.compile(r"<img (?![^>]*\bloading=)")
+_EXPLORER_DATA = re.compile(
+    r'(<img class="explorer-image" src=")(data:image/png;base64,[^"]+)("[^>]*>)'
+    r'|(<script type="application/json" class="explorer-data">)(.*?)(</script>)',
+    re.DOTALL,
+)
+FRAMES = "_images/explorer"
+
+
+def _frame_file(app, uri: str) -> str:
+    """Write a data URI's PNG to FRAMES/SHA.png in the built site; return that path."""
+    data = base64.b64decode(uri.split(",", 1)[1])
+    name = f"{FRAMES}/{hashlib.sha256(data).hexdigest()[:20]}.png"
+    target = Path(app.outdir) / name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return name
+
+
+def _light_pictures(app, pagename, templatename, context, doctree):
+    body = context.get("body")
+    if not body or app.builder.format != "html":
+        return
+    pathto = context["pathto"]
+
+    def frames(match: re.Match) -> str:
+        if match.group(1):
+            src = html.escape(pathto(_frame_file(app, match.group(2)), 1))
+            return f"{match.group(1)}{src}{match.group(3)}"
+        blob = match.group(5)
+        data = json.loads(blob)
+        data["frames"] = [
+            pathto(_frame_file(app, f), 1) if f.startswith("data:") else f for f in data["frames"]
+        ]
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        return f"{match.group(4)}{text}{match.group(6)}"
+
+    if "explorer-data" in body:
+        body = _EXPLORER_DATA.sub(frames, body)
+    context["body"] = _IMG.sub('<img loading="lazy" ', body)
+
+
+def _book_pdf_button(app, pagename, templatename, context, doctree):
+    pdf = "attention-book-student.pdf" if app.tags.has("student") else "attention-book.pdf"
+    buttons = context.get("header_buttons", [])
+    at = next((k + 1 for k, b in enumerate(buttons) if b.get("label") == "download-buttons"), 0)
+    buttons.insert(
+        at,
+        {
+            "type": "link",
+            "url": context["pathto"](pdf, 1),
+            "tooltip": "The whole book as PDF",
+            "icon": "fas fa-file-pdf",
+            "label": "book-pdf-button",
+        },
+    )
+
+
 def setup(app):
     app.add_config_value("book_launch_edition", COLAB_EDITION, "html", types=[str])
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _biblioentries_as_list_items, priority=900)
     app.connect("html-page-context", _launch_colab_edition, priority=600)
+    app.connect("html-page-context", _book_pdf_button, priority=600)
     app.connect("html-page-context", _arxiv_links, priority=901)
+    app.connect("html-page-context", _unique_ids, priority=902)
+    app.connect("html-page-context", _light_pictures, priority=903)
     app.connect("config-inited", _one_search_field)
     app.connect("doctree-resolved", _drop_empty_html_outputs)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

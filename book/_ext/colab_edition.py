@@ -33,6 +33,15 @@ What becomes what (the site shows the same):
   directives and glued figures: the picture (a data URI) and its caption;
 - label targets: removed; tables: pipe tables; lists, quotes, code blocks as usual.
 
+What the edition adds (cells whose metadata says ``role``): a first cell, above the
+title, saying how to run the notebook (``about``: Runtime ▸ Run all, the install cell, the
+explorers, the folded solutions); and a last cell after the exercises (``end``), a
+heading one level above the solutions' that ends the last solution's section. Without
+it the last solution's cells were the notebook's last: JupyterLab's Run All leaves the
+last cell active and unfolds the heading above it, and saving then stored the last
+solution open. Glue cells (scripts/glue_cells.py) keep no output: theirs is a value
+for the site, which JupyterLab cannot show and drew as an empty band under the cell.
+
 Anything else stops the build with an error that names the chapter, the cell and the
 construct (``ColabEditionError``): a chapter never reaches Colab with raw markup.
 
@@ -307,6 +316,30 @@ def collapse_install_cell(cell: dict) -> None:
     first_line = "".join(cell["source"]).split("\n", 1)[0]
     if first_line.startswith("# "):
         cell["metadata"].setdefault("jupyter", {})["source_hidden"] = True
+
+
+#: The first cell of every notebook of the edition (``role: about``).
+ABOUT = (
+    "> **How to run this notebook.** In Colab, choose **Runtime ▸ Run all**, or run the "
+    "cells in order from the top (Shift+Enter). The first code cell installs the book's "
+    "`helpers` package in Colab (elsewhere it does nothing). The figures with a slider "
+    "(explorers) come alive once their cell has run; until then they show one picture. "
+    'Each exercise\'s solution is folded under its "Solution to Exercise" heading: open '
+    "it with the arrow beside the heading."
+)
+GLUE_PREFIX = "application/papermill.record/"
+
+
+def drop_glue_outputs(cell: dict) -> None:
+    """A glue cell's outputs hold only values for the site (myst-nb's glue): dropped."""
+    outputs = cell.get("outputs", [])
+    kept = [
+        o
+        for o in outputs
+        if not o.get("data") or any(not k.startswith(GLUE_PREFIX) for k in o["data"])
+    ]
+    if len(kept) != len(outputs):
+        cell["outputs"] = kept
 
 
 def drop_widget_views(cell: dict) -> None:
@@ -921,6 +954,7 @@ class Converter:
                     if not any(c["cell_type"] == "code" for c in out):
                         collapse_install_cell(new)
                     drop_widget_views(new)
+                    drop_glue_outputs(new)
                 out.append(new)
                 if open_solution is not None:
                     self.solution_cells.setdefault(open_solution, []).append(cell.get("id"))
@@ -1045,6 +1079,7 @@ class ColabBuilder(Builder):
         source = json.loads(path.read_text(encoding="utf-8"))
         converter = Converter(self, docname, doctree)
         cells = converter.cells(source)
+        cells = [self.about_cell(), *cells, *self.end_cells(docname, cells)]
         notebook = {**source, "cells": cells}
         metadata = copy.deepcopy(source.get("metadata", {}))
         metadata.pop("widgets", None)  # saved widget state: the edition has no widget view
@@ -1072,6 +1107,40 @@ class ColabBuilder(Builder):
 
     def finish(self) -> None:
         pass
+
+    def about_cell(self) -> dict:
+        return {
+            "cell_type": "markdown",
+            "id": "colab-edition-about",
+            "metadata": {META: {"role": "about"}},
+            "source": ABOUT,
+        }
+
+    def end_cells(self, docname: str, cells: list[dict]) -> list[dict]:
+        """After the last exercise's solution: a heading at the exercises' level (which
+        ends the solution's folded section) and a link to the next chapter."""
+        exercises = [
+            c for c in cells if c.get("metadata", {}).get(META, {}).get("role") == "exercise"
+        ]
+        if not exercises:
+            return []
+        level = len(re.match(r"#*", "".join(exercises[-1]["source"])).group(0))
+        number = ".".join(map(str, self.env.toc_secnumbers.get(docname, {}).get("", ())))
+        text = f"{'#' * level} End of chapter {number}\n\n"
+        text += "The exercises end here, and so does the chapter."
+        following = self.env.collect_relations().get(docname, [None, None, None])[2]
+        if following and str(self.env.doc2path(following)).endswith(".ipynb"):
+            n = ".".join(map(str, self.env.toc_secnumbers.get(following, {}).get("", ())))
+            title = escape(self.env.titles[following].astext())
+            text += f" Next: [{n}. {title}]({self.site}{self.get_target_uri(following)})."
+        return [
+            {
+                "cell_type": "markdown",
+                "id": "colab-edition-end",
+                "metadata": {META: {"role": "end"}},
+                "source": text,
+            }
+        ]
 
 
 def _mark_cells(app, docname: str, source: list[str]) -> None:

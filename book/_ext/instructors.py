@@ -135,7 +135,12 @@ def _value(path: str, srcdir: Path) -> tuple[object, Path]:
         spec = importlib.util.spec_from_file_location("_book_grade", file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # its dataclasses look their module up there
-        spec.loader.exec_module(module)
+        # grade.py imports its sibling modules (grade_wire, ...) from its own folder
+        sys.path.insert(0, str(file.parent))
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(file.parent))
     else:
         module = importlib.import_module(module_name)
         file = Path(module.__file__)

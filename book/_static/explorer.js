@@ -8,6 +8,11 @@
  *    "index": [frame of each combination, C order], "alt": [text of each combination]}
  * and one control per parameter marked data-explorer-param="k" (a range input, radio
  * buttons or a select whose value is the index into that parameter's labels).
+ * On the site each frame is a file (book/_ext/book_site.py writes them and puts their
+ * addresses in "frames"): a frame is fetched when the explorer first shows it, and all of
+ * an explorer's frames as soon as the reader first reaches for it (focus, pointer or
+ * touch), so that moving a slider then swaps pictures at once. In Jupyter the frames stay
+ * data URIs.
  * Moving a control swaps the picture, its alt text and caption, and the value label.
  *
  * Plain ES2017, no dependencies, no network. Without it, the reader sees the
@@ -79,6 +84,18 @@
       img.alt = text || data.description || "Interactive figure";
       if (caption) caption.textContent = text;
     }
+
+    let fetched = false;
+    function fetchFrames() {
+      if (fetched) return;
+      fetched = true;
+      for (const frame of new Set(data.frames)) {
+        if (!frame.startsWith("data:")) new Image().src = frame;
+      }
+    }
+    ["focusin", "pointerover", "touchstart"].forEach((kind) =>
+      root.addEventListener(kind, fetchFrames, { passive: true, once: true })
+    );
 
     root.addEventListener("input", refresh);
     root.addEventListener("change", refresh);

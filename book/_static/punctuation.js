@@ -4,9 +4,11 @@
  *
  * MathJax draws each inline formula as a box, and browsers may break a line between a
  * box and the text after it: a long formula at the end of a line then leaves its full
- * stop alone at the start of the next one. Once MathJax has typeset the page, each inline
- * formula followed by punctuation is wrapped with that punctuation in one
- * span.math-and-punctuation, which fit.css keeps unbroken. The text itself is unchanged.
+ * stop alone at the start of the next one. Each inline formula followed by punctuation
+ * is wrapped with that punctuation in one span.math-and-punctuation, which fit.css keeps
+ * unbroken. The text itself is unchanged. This is done when the page is read, before
+ * MathJax typesets anything (it typesets a formula when it comes near the screen, see
+ * _config.yml): the wrapper does not change what MathJax finds in span.math.
  *
  * Plain ES2017, no dependencies, no network.
  */
@@ -18,7 +20,7 @@
   function glue(root) {
     root.querySelectorAll("span.math").forEach((math) => {
       const next = math.nextSibling;
-      if (!math.querySelector("mjx-container") || !next || next.nodeType !== Node.TEXT_NODE) return;
+      if (!next || next.nodeType !== Node.TEXT_NODE) return;
       if (math.parentNode.classList.contains("math-and-punctuation")) return;
       const found = PUNCTUATION.exec(next.data);
       if (!found) return;
@@ -31,16 +33,12 @@
   }
 
   function start() {
-    const mj = window.MathJax;
-    if (mj && mj.startup && mj.startup.promise) {
-      mj.startup.promise.then(() => glue(document.querySelector(".bd-article") || document.body));
-    }
+    glue(document.querySelector(".bd-article") || document.body);
   }
 
-  // MathJax's script is deferred too: it has run (and made startup.promise) by "load".
-  if (document.readyState === "complete") {
-    start();
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
   } else {
-    window.addEventListener("load", start);
+    start();
   }
 })();

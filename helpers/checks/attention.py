@@ -1,10 +1,9 @@
 """Self-checks of chapter 2 (scaled dot-product attention), built on :mod:`helpers.checks.core`.
 
-Each check runs the reader's function on small hand-made inputs, compares with
-:func:`helpers.scaled_dot_product_attention`, :func:`helpers.attention_backward` or
-:func:`helpers.causal_mask`, and recognises the usual slips (a missing ``√d_k``, the
-softmax over the wrong axis, ``K`` for ``Kᵀ``, an inverted mask, a missing term of the
-softmax Jacobian, ...) by comparing the wrong answer with what each slip produces.
+Each check runs the reader's function on small hand-made inputs and recognises the usual
+slips (a missing ``√d_k``, the softmax over the wrong axis, ``K`` for ``Kᵀ``, an inverted
+or transposed mask, a missing term of the softmax Jacobian, ...) by comparing the wrong
+answer with what each slip produces.
 """
 
 from __future__ import annotations
@@ -17,7 +16,15 @@ import numpy as np
 import numpy.typing as npt
 
 from helpers.attention import attention_backward, scaled_dot_product_attention
-from helpers.checks.core import Case, CheckReport, Finding, _name_of, run_checks
+from helpers.checks.core import (
+    Case,
+    CheckReport,
+    Finding,
+    _name_of,
+    nan_aware,
+    run_checks,
+    section,
+)
 from helpers.masks import causal_mask
 
 __all__ = [
@@ -36,13 +43,15 @@ _F32 = np.float32
 # (the answers of different slips differ by far more on the inputs below).
 _SLIP_RTOL, _SLIP_ATOL = 1e-5, 1e-8
 
-_FOUR_STEPS = (
-    "the four steps: S = Q @ K.T / np.sqrt(d_k) (n, m); subtract each row's max; "
-    "A = exp(S) / exp(S).sum(axis=-1, keepdims=True) (n, m); output = A @ V (n, d_v)"
-)
+_FORMULA = section(2, "The attention formula")
+_SCALED = section(2, "Why the scores are scaled")
+_MASKS = section(2, "Masks")
+_FULLY_MASKED = section(2, "Fully masked rows")
+_BACKWARD = section(2, "The backward pass")
+_OVERFLOW = section(1, "Computing softmax without overflow")
 _STABLE_ROWS = (
-    "subtract each row's maximum before exponentiating, "
-    "S - S.max(axis=-1, keepdims=True): softmax is unchanged and no exp overflows"
+    "the weights are still finite and each row sums to 1: a softmax need not overflow "
+    f"({_OVERFLOW})"
 )
 
 
@@ -98,49 +107,34 @@ def _attention_slips(
     """(what a slip gives, what to say about it) for the inputs of one case."""
     d_k = Q.shape[-1]
     S = Q @ K.T
-    scaled = "divide the scores by np.sqrt(d_k), the square root of the width of Q and K"
+    scaled = f"the scaling keeps the scores' spread independent of d_k ({_SCALED})"
+    rows = "each query's weights, a row, are positive and sum to 1"
     slips = [
         (
             _softmax_rows(S) @ V,
-            Finding(
-                "the scores are not scaled: it equals softmax(Q K^T) V",
-                f"{scaled}: S = Q @ K.T / np.sqrt(d_k)",
-            ),
+            Finding("the scores are not scaled: it equals softmax(Q K^T) V", scaled),
         ),
         (
             _softmax_rows(S / d_k) @ V,
-            Finding(
-                "the scores are divided by d_k instead of sqrt(d_k)",
-                f"{scaled}: np.sqrt(Q.shape[-1]), not Q.shape[-1]",
-            ),
+            Finding("the scores are divided by d_k instead of sqrt(d_k)", scaled),
         ),
         (
             _softmax_rows(S * np.sqrt(d_k)) @ V,
-            Finding(
-                "the scores are multiplied by sqrt(d_k) instead of divided by it",
-                f"{scaled}: S = Q @ K.T / np.sqrt(d_k)",
-            ),
+            Finding("the scores are multiplied by sqrt(d_k) instead of divided by it", scaled),
         ),
         (
             _softmax_rows(S / np.sqrt(d_k), axis=0) @ V,
-            Finding(
-                "the softmax normalises each column of S instead of each row (axis=0)",
-                "each query's weights (a row of A) must sum to 1: take max and sum over "
-                "the keys, the last axis: axis=-1, keepdims=True",
-            ),
+            Finding("the softmax normalises each column of S instead of each row (axis=0)", rows),
         ),
         (
             np.exp(S / np.sqrt(d_k)) @ V,
-            Finding(
-                "the weights are not normalised: it equals exp(S) V",
-                "divide exp(S) by its row sums, exp(S).sum(axis=-1, keepdims=True)",
-            ),
+            Finding("the weights are not normalised: it equals exp(S) V", rows),
         ),
         (
             _softmax_rows(S / np.sqrt(d_k)),
             Finding(
                 "it returns the weights A, not the output",
-                "multiply the weights by the values: output = A @ V",
+                "the output has one row of width d_v per query: a weighted mean of the values",
             ),
         ),
     ]
@@ -150,8 +144,7 @@ def _attention_slips(
                 _softmax_rows(Q @ K / np.sqrt(d_k)) @ V,
                 Finding(
                     "it uses Q @ K instead of Q @ K.T",
-                    "the score of query i and key j is the dot product of row i of Q with "
-                    "row j of K: S = Q @ K.T (n, m)",
+                    "the score of query i and key j compares two rows: row i of Q and row j of K",
                 ),
             )
         )
@@ -163,7 +156,9 @@ def _attention_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     return _recognise(got, _attention_slips(Q, K, V))
 
 
-def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) -> CheckReport:
+def check_attention(
+    fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's scaled dot-product attention, written from the four steps.
 
     Parameters
@@ -172,6 +167,8 @@ def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) 
         ``fn(Q, K, V)`` with ``Q (n, d_k)``, ``K (m, d_k)``, ``V (m, d_v)``, returning
         the output ``(n, d_v)``, or a tuple ``(output, weights)`` (the output is
         checked; a 2-tuple is always read as ``(output, weights)``).
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -183,21 +180,21 @@ def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) 
     Notes
     -----
     Cases: a hand-sized ``2 x 2`` example, cross shapes (``n != m``,
-    ``d_k != d_v``: a transposed product fails to run), large scores (the softmax
-    overflows without the max-shift), rows whose maxima differ by 800 (subtracting the
-    maximum of the whole score matrix instead of each row's underflows a row to 0/0),
-    a wide ``d_k = 16`` (the scaling matters most),
-    keys that differ only by a constant (equal weights), a single key, and float32
+    ``d_k != d_v``: a transposed product fails to run), large scores (a softmax written
+    without care overflows), rows whose maxima differ by 800 (a shift common to the whole
+    score matrix underflows a row to 0/0), a wide ``d_k = 16`` (the scaling matters
+    most), keys that differ only by a constant (equal weights), a single key, and float32
     input.
 
     Examples
     --------
-    >>> from helpers import scaled_dot_product_attention
+    >>> import numpy as np
     >>> from helpers.checks import check_attention
-    >>> check_attention(scaled_dot_product_attention)
-    check_attention(scaled_dot_product_attention): All 8 checks passed: hand-sized 2 x 2,
-        cross shapes (n=2, m=4, d_k=3, d_v=5), large scores, wide d_k = 16, equal
-        scores, a single key, rows whose maxima differ by 800, float32 input.
+    >>> def mean_of_values(Q, K, V):  # every key weighted alike: the scores are ignored
+    ...     return np.tile(V.mean(axis=0), (len(Q), 1))
+    >>> report = check_attention(mean_of_values)
+    >>> report.status, [r.name for r in report.results if r.passed]
+    ('failed', ['equal scores', 'a single key'])
     """
     _require_callable(fn, "check_attention")
     rng = np.random.default_rng(2)
@@ -206,26 +203,27 @@ def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) 
             np.array([[1.0, 0.0], [0.0, 2.0]]),
             np.array([[1.0, 1.0], [0.0, 1.0]]),
             np.array([[1.0, 2.0], [3.0, 4.0]]),
-            _FOUR_STEPS,
+            "each output row is a weighted mean of the rows of V, with weights that sum to "
+            "1: work this one out by hand",
         ),
         "cross shapes (n=2, m=4, d_k=3, d_v=5)": (
             np.array([[1.0, 0.0, 1.0], [0.0, 2.0, -1.0]]),
             np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [2.0, 0.0, 1.0], [-1.0, 0.0, 0.0]]),
             np.arange(20.0).reshape(4, 5),
-            "Q is (n, d_k), K is (m, d_k), V is (m, d_v): the scores Q @ K.T are (n, m) "
-            "and the output A @ V is (n, d_v)",
+            "Q is (n, d_k), K is (m, d_k), V is (m, d_v): one weight per query and key, "
+            "(n, m), and one output row of width d_v per query",
         ),
         "large scores": (
             np.array([[300.0, 0.0], [0.0, 300.0]]),
             np.array([[4.0, 0.0], [3.0, 1.0], [0.0, 5.0]]),
             np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
-            f"the scores reach 1060 and exp(1060) overflows to inf: {_STABLE_ROWS}",
+            f"the scores reach 1060, where exp overflows: {_STABLE_ROWS}",
         ),
         "wide d_k = 16": (
             rng.integers(-2, 3, size=(3, 16)).astype(np.float64),
             rng.integers(-2, 3, size=(4, 16)).astype(np.float64),
             rng.integers(-2, 3, size=(4, 2)).astype(np.float64),
-            "scale the scores by 1 / np.sqrt(d_k) with d_k = Q.shape[-1] = 16",
+            f"with d_k = 16 the scaling of the scores matters most ({_SCALED})",
         ),
         "equal scores": (
             np.array([[1.0, 2.0]]),
@@ -243,10 +241,9 @@ def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) 
             np.array([[400.0, 0.0], [0.0, 1.0]]),
             np.array([[4.0, 0.0], [3.0, 1.0], [0.0, 2.0]]),
             np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
-            "each row needs its own maximum, S.max(axis=-1, keepdims=True): row 1's scores "
-            "reach 800, row 2's stay below 2, and after subtracting the maximum of the whole "
-            "matrix every exp of row 2 underflows to 0 (e^-745 is below the smallest float64), "
-            "so that row becomes 0/0 = nan",
+            "row 1's scores reach 800 and row 2's stay below 2: each row is a softmax of its "
+            "own, and a shift common to the whole matrix underflows every exp of row 2 to 0 "
+            f"(e^-745 is below the smallest float64), so 0/0 ({_OVERFLOW})",
         ),
         "float32 input": (
             np.array([[40.0, 0.0], [0.0, 40.0]], dtype=_F32),
@@ -260,13 +257,22 @@ def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) 
             name,
             {"Q": Q, "K": K, "V": V},
             scaled_dot_product_attention(*_as_float64(Q, K, V))[0],
-            hint,
+            text,
         )
-        for name, (Q, K, V, hint) in inputs.items()
+        for name, (Q, K, V, text) in inputs.items()
     ]
     return _with_function_name(
         run_checks(
-            _output_of(fn), cases, check_name="check_attention", diagnose=_attention_diagnose
+            _output_of(fn),
+            cases,
+            check_name="check_attention",
+            diagnose=_attention_diagnose,
+            see=_FORMULA,
+            more="the output of a query is a weighted mean of the rows of V; its weights are "
+            "a softmax, over the keys, of its scores against every key, scaled as the "
+            "chapter explains. Compare each intermediate array's shape with the chapter's "
+            "worked example, and work the hand-sized case out by hand",
+            hint=hint,
         ),
         fn,
     )
@@ -274,7 +280,7 @@ def check_attention(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], object]) 
 
 def _with_function_name(report: CheckReport, fn: Callable[..., object]) -> CheckReport:
     """The report under the name of the reader's own function (not of a wrapper)."""
-    return CheckReport(check=report.check, function=_name_of(fn), results=report.results)
+    return dataclasses.replace(report, function=_name_of(fn))
 
 
 # ---------------------------------------------------------------------------
@@ -282,9 +288,8 @@ def _with_function_name(report: CheckReport, fn: Callable[..., object]) -> Check
 # ---------------------------------------------------------------------------
 
 _CAUSAL_RULE = (
-    "query i may attend to keys j <= i, itself included, and True means may attend "
-    "(a boolean mask, not the additive form of 0 and -inf): "
-    "np.tril(np.ones((n, n), dtype=bool))"
+    "True where query i may attend to key j, False elsewhere, as booleans (not the additive "
+    "form of 0 and -inf): a query may attend to its own position and to every earlier one"
 )
 
 
@@ -297,53 +302,72 @@ def _causal_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
             j < i,
             Finding(
                 "the diagonal is missing: query i does not see key i, its own position",
-                "each query may attend to itself: np.tril(..., k=0), not k=-1",
+                "each query may attend to itself",
             ),
         ),
         (
             ~right,
             Finding(
                 "the convention is inverted: True marks the keys a query may NOT see",
-                "in this book (and in PyTorch's boolean attn_mask) True means may attend: "
-                "return the negation, e.g. ~mask",
+                "in this book (and in PyTorch's boolean attn_mask) True means may attend",
             ),
         ),
         (
             j >= i,
             Finding(
                 "it is the upper triangle: query i sees the keys j >= i, the future",
-                "use the lower triangle, np.tril, so each query sees the past and itself",
+                "row i is query i and column j is key j: each query sees the past and "
+                "itself, never the future",
+            ),
+        ),
+        (
+            np.ones((n, n), dtype=bool),
+            Finding(
+                "every query may attend to every key: this is no mask at all (bidirectional "
+                "attention)",
+                "a causal query may not attend to the keys after it",
+            ),
+        ),
+        (
+            np.eye(n, dtype=bool),
+            Finding(
+                "each query sees only its own position: the earlier keys are missing",
+                "a causal query sees every key up to its own position",
             ),
         ),
     ]
     return _recognise(got.astype(bool), slips) if np.isin(got, (0, 1)).all() else []
 
 
-def check_causal_mask(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
+def check_causal_mask(fn: Callable[[int], npt.ArrayLike], *, hint: bool = False) -> CheckReport:
     """Check the reader's causal mask.
 
     Parameters
     ----------
     fn : callable
         ``fn(n) -> mask``: a boolean ``(n, n)`` array with ``mask[i, j]`` True when
-        query ``i`` may attend to key ``j``, that is when ``j <= i``. The exercise
-        asks for booleans: an array of 0s and 1s with the right pattern fails with that
+        query ``i`` may attend to key ``j``, called with a Python int. The exercise asks
+        for booleans: an array of 0s and 1s with the right pattern fails with that
         explanation (0/1 numbers read like the additive form or the "1 = blocked"
         convention), and so does an additive mask of 0 and ``-inf``.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
         Truthy iff every case passed; its ``repr`` explains any failure, naming an
-        inverted convention, the upper triangle, a missing diagonal and numbers where
-        booleans are asked.
+        inverted convention, the upper triangle, a missing diagonal, no mask at all, the
+        diagonal alone and numbers where booleans are asked.
 
     Examples
     --------
-    >>> from helpers import causal_mask
+    >>> import numpy as np
     >>> from helpers.checks import check_causal_mask
-    >>> check_causal_mask(causal_mask)
-    check_causal_mask(causal_mask): All 4 checks passed: n = 1, n = 2, n = 3, n = 6.
+    >>> def itself_only(n):  # each query sees its own position and nothing else
+    ...     return np.eye(n, dtype=bool)
+    >>> check_causal_mask(itself_only).message.split(":")[1].strip()
+    'each query sees only its own position'
     """
     _require_callable(fn, "check_causal_mask")
     cases = [
@@ -361,7 +385,15 @@ def check_causal_mask(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
         return result
 
     report = run_checks(
-        functools.wraps(fn)(call), cases, check_name="check_causal_mask", diagnose=_causal_diagnose
+        functools.wraps(fn)(call),
+        cases,
+        check_name="check_causal_mask",
+        diagnose=_causal_diagnose,
+        see=_MASKS,
+        more="draw the 3 x 3 mask by hand, row i for query i and column j for key j, and "
+        "mark where the query may look; then find a comparison of i and j that is True "
+        "exactly there, for every n",
+        hint=hint,
     )
     results = []
     for result, dtype in zip(report.results, dtypes, strict=True):
@@ -373,11 +405,10 @@ def check_causal_mask(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
                 problem=f"the right pattern, but as numbers of dtype {dtype}, not a boolean "
                 "mask: a mask of 0s and 1s reads like the additive form, where 0 means "
                 "allowed, or like the '1 = blocked' convention of other code",
-                hint="return booleans, True = may attend: np.tril(np.ones((n, n), dtype=bool)) "
-                "or mask.astype(bool)",
+                hint="return an array of booleans (dtype bool), True where the query may attend",
             )
         results.append(result)
-    return CheckReport(check=report.check, function=_name_of(fn), results=tuple(results))
+    return dataclasses.replace(report, function=_name_of(fn), results=tuple(results))
 
 
 # ---------------------------------------------------------------------------
@@ -385,14 +416,12 @@ def check_causal_mask(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
 # ---------------------------------------------------------------------------
 
 _MASK_BEFORE_SOFTMAX = (
-    "set the scores of the hidden keys to -inf before the softmax, "
-    "S = np.where(mask, S, -np.inf), so they get weight exactly 0"
+    "a key the mask hides gets weight exactly 0, and the weights of the keys it allows "
+    "still sum to 1"
 )
 _FULLY_MASKED_RULE = (
-    "a query that may attend to no key has nothing to attend to: the book's convention "
-    "(and PyTorch's) is weights 0 and output 0 for that row. With -inf scores its "
-    "softmax is 0/0 = nan, with a large negative number such as -1e9 it is uniform over "
-    "the hidden keys; e.g. compute the row sums, and where a sum is 0 divide by 1 instead"
+    "a query that may attend to no key has nothing to attend to: the book's convention (and "
+    f"PyTorch's) is weights 0 and output 0 for that row ({_FULLY_MASKED})"
 )
 
 
@@ -406,13 +435,14 @@ def _masked_slips(
     A = _softmax_rows(S)
     with np.errstate(invalid="ignore"):
         uniform = _softmax_rows(np.where(allowed, S, -1e9)) @ V  # NumPy's -1e9 "mask"
+        count = allowed.sum(axis=-1, keepdims=True)
+        mean_allowed = (allowed / np.where(count > 0, count, 1)) @ V
     slips = [
         (
             scaled_dot_product_attention(Q, K, V, ~allowed)[0],
             Finding(
                 "the mask is inverted: the queries attend to the keys it hides",
-                "True means may attend (PyTorch's boolean attn_mask): keep the scores where "
-                "the mask is True, S = np.where(mask, S, -np.inf)",
+                "True means may attend (the book's convention, and PyTorch's boolean attn_mask)",
             ),
         ),
         (
@@ -433,9 +463,16 @@ def _masked_slips(
         (
             _softmax_rows(S * allowed) @ V,
             Finding(
-                "the scores were multiplied by the mask: a hidden key gets score 0, not "
-                "-inf, and still receives weight exp(0 - max)",
+                "the scores were multiplied by the mask: a hidden key gets score 0 and "
+                "still receives weight",
                 _MASK_BEFORE_SOFTMAX,
+            ),
+        ),
+        (
+            mean_allowed,
+            Finding(
+                "every allowed key gets the same weight: the scores are ignored",
+                "the weights of the allowed keys come from their scores",
             ),
         ),
     ]
@@ -451,9 +488,20 @@ def _masked_slips(
                 ),
             )
         )
+        slips.append(
+            (
+                _nan_rows_attention(Q, K, V, allowed),
+                Finding(
+                    "the query with no allowed key got nan: all its scores are -inf, and "
+                    "the softmax of such a row is 0/0",
+                    _FULLY_MASKED_RULE,
+                ),
+            )
+        )
     return slips
 
 
+@nan_aware
 def _masked_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     Q, K, V = _as_float64(*list(case.inputs.values())[:3])
     mask = np.asarray(case.inputs["mask"], dtype=bool)
@@ -462,6 +510,8 @@ def _masked_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
 
 def check_masked_attention(
     fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], object],
+    *,
+    hint: bool = False,
 ) -> CheckReport:
     """Check the reader's attention with a boolean mask (True = may attend).
 
@@ -471,30 +521,33 @@ def check_masked_attention(
         ``fn(Q, K, V, mask)`` with ``Q (n, d_k)``, ``K (m, d_k)``, ``V (m, d_v)`` and
         a boolean ``mask`` broadcastable to ``(n, m)``; returns the output
         ``(n, d_v)`` or a tuple ``(output, weights)`` (the output is checked).
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
         Truthy iff every case passed; its ``repr`` explains any failure, naming an
         inverted mask, a mask applied after the softmax without renormalising, a mask
-        multiplied into the scores, and a mask that was ignored.
+        multiplied into the scores, a mask that was ignored, and equal weights for the
+        allowed keys.
 
     Notes
     -----
     The last case has a query that may attend to no key. The book's convention,
-    and PyTorch's, is that such a row gets weights 0 and output 0 (see
-    :func:`helpers.scaled_dot_product_attention`). The usual ``-inf`` fill gives
-    ``nan`` there (a softmax of 0/0), and a finite fill such as ``-1e9`` gives the
-    mean of all values; both are right on every other row, so only this case fails.
+    and PyTorch's, is that such a row gets weights 0 and output 0. The usual ``-inf``
+    fill gives ``nan`` there (a softmax of 0/0), and a finite fill such as ``-1e9`` gives
+    the mean of all values; both are right on every other row, so only this case fails.
 
     Examples
     --------
-    >>> from helpers import scaled_dot_product_attention
+    >>> import numpy as np
     >>> from helpers.checks import check_masked_attention
-    >>> check_masked_attention(scaled_dot_product_attention)
-    check_masked_attention(scaled_dot_product_attention): All 5 checks passed: causal mask,
-        random mask, padding mask of shape (1, m), large scores with a mask, a query with
-        no allowed key.
+    >>> def mean_of_allowed(Q, K, V, mask):  # the allowed keys' values, weighted alike
+    ...     allowed = np.broadcast_to(mask, (len(Q), len(K)))
+    ...     return allowed @ V / allowed.sum(axis=-1, keepdims=True)
+    >>> check_masked_attention(mean_of_allowed).message.split(": ")[1]
+    'every allowed key gets the same weight'
     """
     _require_callable(fn, "check_masked_attention")
     Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -503,29 +556,29 @@ def check_masked_attention(
     Q4 = np.array([[2.0, 0.0, 1.0], [0.0, 1.0, 1.0]])
     K4 = np.array([[1.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 2.0], [3.0, 1.0, 1.0]])
     V4 = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
-    hint = _MASK_BEFORE_SOFTMAX
+    text = _MASK_BEFORE_SOFTMAX
     inputs = {
-        "causal mask": (Q, K, V, causal_mask(3), hint),
+        "causal mask": (Q, K, V, causal_mask(3), text),
         "random mask": (
             Q4,
             K4,
             V4,
             np.array([[True, False, True, False], [False, True, True, True]]),
-            hint,
+            text,
         ),
         "padding mask of shape (1, m)": (
             Q4,
             K4,
             V4,
             np.array([[True, True, True, False]]),
-            f"the mask broadcasts against the (n, m) scores like any array: {hint}",
+            f"the mask broadcasts against the (n, m) scores like any array: {text}",
         ),
         "large scores with a mask": (
             100 * Q,
             K,
             V,
             causal_mask(3),
-            f"{_STABLE_ROWS}; with -inf entries the max is taken over the allowed scores",
+            f"scores near 200: {_STABLE_ROWS}",
         ),
         "a query with no allowed key": (
             Q,
@@ -540,9 +593,9 @@ def check_masked_attention(
             name,
             {"Q": Q_, "K": K_, "V": V_, "mask": mask},
             scaled_dot_product_attention(Q_, K_, V_, mask)[0],
-            hint,
+            case_text,
         )
-        for name, (Q_, K_, V_, mask, hint) in inputs.items()
+        for name, (Q_, K_, V_, mask, case_text) in inputs.items()
     ]
     return _with_function_name(
         run_checks(
@@ -550,6 +603,12 @@ def check_masked_attention(
             cases,
             check_name="check_masked_attention",
             diagnose=_masked_diagnose,
+            see=_MASKS,
+            more="a hidden key must end with weight exactly 0 and the allowed ones must "
+            "share all the weight, as a softmax over the allowed keys alone would give: "
+            "decide at which of the four steps the mask acts. A row with no allowed key "
+            "needs a rule of its own",
+            hint=hint,
         ),
         fn,
     )
@@ -560,10 +619,12 @@ def check_masked_attention(
 # ---------------------------------------------------------------------------
 
 _GRAD_NAMES = ("dQ", "dK", "dV")
-_GRAD_FORMULAS = (
-    "with A the weights, G = dL/d(output) and s = 1/sqrt(d_k): dV = A.T @ G; "
-    "dA = G @ V.T; dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True)); "
-    "dQ = s * dS @ K; dK = s * dS.T @ Q"
+_GRAD_SHAPES = "each gradient has the shape of its array: dQ of Q, dK of K, dV of V"
+_GRAD_MORE = (
+    "go backwards through the four steps of the forward pass: the output is the product of "
+    "the weights and the values, the weights a softmax of each row of scores (its Jacobian "
+    'is chapter 1\'s, "The Jacobian"), and the scores a scaled product of Q and K. At each '
+    "step, the gradient of an array has that array's shape"
 )
 
 
@@ -592,18 +653,26 @@ def _grad_slips(
     dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True))
     no_rowsum = A * dA
     missing_scale = Finding(
-        f"{_GRAD_NAMES[index]} lacks the factor 1/sqrt(d_k): the scores are "
-        "S = Q K^T / sqrt(d_k), so the chain rule brings 1/sqrt(d_k) into dQ and dK",
-        _GRAD_FORMULAS,
+        f"{_GRAD_NAMES[index]} lacks the factor 1/sqrt(d_k): the scores are scaled, so the "
+        "chain rule brings that factor into dQ and dK",
+        "the scaling of the scores is part of the forward pass, and of its derivative",
     )
     rowsum = Finding(
-        "the term -rowsum(dA * A) of the softmax Jacobian is missing: dS = A * dA "
-        "treats each weight as if it depended only on its own score",
-        "the softmax Jacobian is diag(a) - a a^T, so dS = A * (dA - (dA * A).sum(axis=-1, "
-        "keepdims=True))",
+        "one term of the softmax's Jacobian is missing: dS = A * dA treats each weight as if "
+        "it depended only on its own score",
+        'the softmax\'s Jacobian has two terms (chapter 1, "The Jacobian"): a change of one '
+        "score moves weight away from every other key",
     )
-    transposed = Finding(f"{_GRAD_NAMES[index]} has a transpose in the wrong place", _GRAD_FORMULAS)
-    jacobian = Finding("dS = dA: the softmax's Jacobian is missing entirely", _GRAD_FORMULAS)
+    transposed = Finding(
+        f"{_GRAD_NAMES[index]} has a transpose in the wrong place",
+        "on the square case the shapes cannot tell: check which index of the scores belongs "
+        "to the queries and which to the keys",
+    )
+    jacobian = Finding(
+        "the gradient goes from the weights to the scores unchanged: the softmax's Jacobian "
+        "is missing entirely",
+        'the weights are a softmax of the scores (chapter 1, "The Jacobian")',
+    )
     candidates: list[tuple[Callable[[], np.ndarray], Finding]] = [
         [  # dQ
             (lambda: dS @ K, missing_scale),
@@ -641,6 +710,8 @@ def _grad_diagnose(index: int) -> Callable[[Case, np.ndarray], list[Finding]]:
 
 def check_attention_grad(
     fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], object],
+    *,
+    hint: bool = False,
 ) -> CheckReport:
     """Check the reader's gradients of attention with respect to ``Q``, ``K`` and ``V``.
 
@@ -652,6 +723,8 @@ def check_attention_grad(
         loss with respect to the output of (unmasked) scaled dot-product attention.
         Returns the gradients of that loss with respect to ``Q``, ``K`` and ``V``, of
         the same shapes.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -693,6 +766,10 @@ def check_attention_grad(
             rng.integers(-2, 3, size=(2, 5)),
         ),
     }
+    texts = {
+        "square": "n = m = d_k = d_v = 3: a transpose in the wrong place still runs here",
+        "cross shapes": _GRAD_SHAPES,
+    }
     results = []
     for name, arrays in inputs.items():
         Q, K, V, G = _as_float64(*arrays)
@@ -703,7 +780,7 @@ def check_attention_grad(
                 f"{name}: {part}",
                 {"Q": Q, "K": K, "V": V, "grad_output": G},
                 expected[index],
-                _GRAD_FORMULAS,
+                texts[name],
             )
             report = run_checks(
                 _grad_part(fn, index),
@@ -712,14 +789,23 @@ def check_attention_grad(
                 diagnose=_grad_diagnose(index),
             )
             results.extend(report.results)
-    return CheckReport(check="check_attention_grad", function=_name_of(fn), results=tuple(results))
+    return CheckReport(
+        check="check_attention_grad",
+        function=_name_of(fn),
+        results=tuple(results),
+        see=_BACKWARD,
+        more=_GRAD_MORE,
+        hinted=hint,
+    )
 
 
 _SELF_NAMES = ("dX", "dW_Q", "dW_K", "dW_V")
-_SELF_FORMULAS = (
-    "with Q = X W_Q, K = X W_K, V = X W_V and (dQ, dK, dV) the gradients of attention: "
-    "dW_Q = X.T @ dQ, dW_K = X.T @ dK, dW_V = X.T @ dV, and X feeds all three, so "
-    "dX = dQ @ W_Q.T + dK @ W_K.T + dV @ W_V.T"
+_SELF_PATHS = "X enters the loss three times, as the queries, the keys and the values"
+_SELF_MORE = (
+    "take the gradients of attention with respect to Q, K and V (the chapter's, or yours), "
+    "then go back through each projection Q = X W_Q, K = X W_K, V = X W_V: each gives the "
+    "gradient of its weight and one path into X, and the chain rule adds the paths. The "
+    "gradient of each array has that array's shape"
 )
 
 
@@ -758,7 +844,7 @@ def _self_slips(
                         f"only the path(s) through {', '.join(kept)} are included; the "
                         f"path(s) through {', '.join(missing)} are missing: X makes the "
                         "queries, the keys and the values",
-                        _SELF_FORMULAS,
+                        _SELF_PATHS,
                     ),
                 )
             )
@@ -767,20 +853,31 @@ def _self_slips(
                 (
                     dQ + dK + dV,
                     Finding(
-                        "it equals dQ + dK + dV: the projections are missing; each path "
-                        "goes back through its own matrix, dQ @ W_Q.T and so on",
-                        _SELF_FORMULAS,
+                        "it equals dQ + dK + dV: the projections are missing; each path goes "
+                        "back through its own projection matrix",
+                        "dQ is the gradient with respect to X W_Q, not X",
                     ),
                 )
             )
         return slips
     d, W = [(dQ, W_Q), (dK, W_K), (dV, W_V)][index - 1]
     transposed = Finding(
-        f"{_SELF_NAMES[index]} is transposed: d.T @ X instead of X.T @ d", _SELF_FORMULAS
+        f"{_SELF_NAMES[index]} is transposed (its shape matches only because the matrix is "
+        "square here)",
+        "the gradient of a weight has the weight's shape, (d_model, d_k): the rows belong "
+        "to the features of X",
     )
     out = [(d.T @ X, transposed)]
     if index == 2:  # dW_K from dQ or dW_Q from dK: the roles of queries and keys swapped
-        out.append((X.T @ dQ, Finding("dW_K uses dQ: the roles of Q and K are swapped")))
+        out.append(
+            (
+                X.T @ dQ,
+                Finding(
+                    "dW_K uses dQ: the roles of Q and K are swapped",
+                    "W_K makes the keys",
+                ),
+            )
+        )
     return [(c, f) for c, f in out if c.shape == W.shape]
 
 
@@ -793,6 +890,8 @@ def _self_diagnose(index: int) -> Callable[[Case, np.ndarray], list[Finding]]:
 
 def check_self_attention_grad(
     fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], object],
+    *,
+    hint: bool = False,
 ) -> CheckReport:
     """Check the reader's gradients of a self-attention head with its projections.
 
@@ -804,6 +903,8 @@ def check_self_attention_grad(
         ``grad_output (n, d_v)``, the gradient of a loss with respect to the output of
         ``attention(X W_Q, X W_K, X W_V)`` (scaled, unmasked). Returns the gradients of
         that loss with respect to ``X`` and the three matrices, of their shapes.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -816,28 +917,28 @@ def check_self_attention_grad(
     -----
     Cases: square shapes (``n = d_model = d_k = d_v = 3``, where a misplaced transpose
     still runs) and rectangular ones (``n = 4``, ``d_model = 5``, ``d_k = 2``,
-    ``d_v = 3``). The expected values come from :func:`helpers.attention_backward`.
+    ``d_v = 3``).
 
     Examples
     --------
-    Forgetting that ``X`` also makes the keys is caught:
-
-    >>> from helpers import attention_backward, scaled_dot_product_attention
+    >>> import numpy as np
     >>> from helpers.checks import check_self_attention_grad
-    >>> def without_keys(X, W_Q, W_K, W_V, G):
-    ...     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
-    ...     A = scaled_dot_product_attention(Q, K, V)[1]
-    ...     dQ, dK, dV = attention_backward(Q, K, V, A, G)
-    ...     return dQ @ W_Q.T + dV @ W_V.T, X.T @ dQ, X.T @ dK, X.T @ dV
-    >>> report = check_self_attention_grad(without_keys)
-    >>> print(report.failures[0].problem.split(":")[0])
-    only the path(s) through Q, V are included; the path(s) through K are missing
+    >>> def nothing_flows(X, W_Q, W_K, W_V, G):  # every gradient left at 0
+    ...     return tuple(np.zeros_like(a) for a in (X, W_Q, W_K, W_V))
+    >>> report = check_self_attention_grad(nothing_flows)
+    >>> report.status, report.message.endswith("every entry is 0")
+    ('failed', True)
     """
     _require_callable(fn, "check_self_attention_grad")
     rng = np.random.default_rng(5)
     inputs = {
         "square": (3, 3, 3, 3),
         "rectangular": (4, 5, 2, 3),
+    }
+    texts = {
+        "square": "n = d_model = d_k = d_v = 3: a transposed weight gradient still has the "
+        "right shape here",
+        "rectangular": "each gradient has the shape of its array: dX of X, dW_Q of W_Q, ...",
     }
     results = []
     for name, (n, d_model, d_k, d_v) in inputs.items():
@@ -858,7 +959,7 @@ def check_self_attention_grad(
                 f"{name}: {part}",
                 {"X": X, "W_Q": W_Q, "W_K": W_K, "W_V": W_V, "grad_output": G},
                 expected[index],
-                _SELF_FORMULAS,
+                texts[name],
             )
             report = run_checks(
                 _self_part(fn, index),
@@ -868,7 +969,12 @@ def check_self_attention_grad(
             )
             results.extend(report.results)
     return CheckReport(
-        check="check_self_attention_grad", function=_name_of(fn), results=tuple(results)
+        check="check_self_attention_grad",
+        function=_name_of(fn),
+        results=tuple(results),
+        see=_BACKWARD,
+        more=_SELF_MORE,
+        hinted=hint,
     )
 
 
@@ -876,15 +982,14 @@ def check_self_attention_grad(
 # check_kernel_attention (exercise 2.2: Nadaraya-Watson with vectors)
 # ---------------------------------------------------------------------------
 
-_KERNEL_FORMULA = (
-    "a_ij = exp(-|q_i - k_j|^2 / (2 sigma^2)) / sum_j' exp(-|q_i - k_j'|^2 / (2 sigma^2)), "
-    "a softmax over the keys of the scores (q_i . k_j - |k_j|^2 / 2) / sigma^2; the output "
-    "is A @ V"
-)
+_LOOKUP = section(2, "A soft dictionary lookup")
 _KERNEL_UNDERFLOW = (
-    "exp(-|q - k|^2 / (2 sigma^2)) underflows to 0 for every key when sigma is small, and "
-    "0/0 is nan: write the weights as a softmax of the scores -|q_i - k_j|^2 / (2 sigma^2) "
-    "(or of the expanded form) and subtract each row's maximum score first"
+    "every kernel value underflows to 0 here, yet the weights are well defined: each query "
+    "still has a nearest key, and its weights are a softmax of finite scores"
+)
+_EXPAND = (
+    "expand the squared distance (part 1 of the exercise): which of its terms cancel in the "
+    "normalisation over the keys, and which do not?"
 )
 
 
@@ -902,36 +1007,32 @@ def _kernel_slips(Q, K, V, sigma) -> list[tuple[np.ndarray, Finding]]:
     def out(S: np.ndarray, axis: int = -1) -> np.ndarray:
         return _softmax_rows(S, axis) @ V
 
-    norm_hint = (
-        "expand |q - k|^2 = |q|^2 - 2 q . k + |k|^2: the |q_i|^2 term is the same for every "
-        "key of row i and cancels in the softmax, the |k_j|^2 term does not"
-    )
     return [
         (
             out(QK / sigma**2),
             Finding(
-                "the weights are a softmax of q . k / sigma^2 alone: the term -|k_j|^2 / "
-                "(2 sigma^2) of each key is missing, so a long key wins even when it is far",
-                norm_hint,
+                "the weights are a softmax of q . k / sigma^2 alone: the key's own term is "
+                "missing, so a long key wins even when it is far",
+                _EXPAND,
             ),
         ),
         (
             out((QK - kk) / sigma**2),
-            Finding(
-                "the key's term is -|k_j|^2 / sigma^2: the factor 1/2 is missing",
-                norm_hint,
-            ),
+            Finding("the key's own term is twice as large as it should be", _EXPAND),
         ),
         (
             out((QK - 0.5 * kk) / sigma),
-            Finding("the scores are divided by sigma, not by sigma^2", _KERNEL_FORMULA),
+            Finding(
+                "the scores are divided by sigma, not by sigma^2",
+                "in the kernel, sigma enters squared",
+            ),
         ),
         (
             out((QK - 0.5 * kk) / (2 * sigma**2)),
             Finding(
-                "the scores (q . k - |k|^2 / 2) are divided by 2 sigma^2: the 2 of "
-                "2 sigma^2 was already used to halve -2 q . k",
-                _KERNEL_FORMULA,
+                "the scores are half as large as they should be: the factor 2 of the "
+                "kernel's 2 sigma^2 was used twice",
+                _EXPAND,
             ),
         ),
         (
@@ -939,7 +1040,7 @@ def _kernel_slips(Q, K, V, sigma) -> list[tuple[np.ndarray, Finding]]:
             Finding(
                 "this is scaled dot-product attention (q . k / sqrt(d)): the width of the "
                 "kernel, sigma, and the key's own term are not used",
-                norm_hint,
+                _EXPAND,
             ),
         ),
         (
@@ -947,20 +1048,47 @@ def _kernel_slips(Q, K, V, sigma) -> list[tuple[np.ndarray, Finding]]:
             Finding(
                 "the softmax is taken over the queries (axis 0): each query's weights must "
                 "sum to 1 over the keys",
-                "normalise along the last axis: max and sum with axis=-1, keepdims=True",
+                "one row of weights per query, each summing to 1",
             ),
         ),
         (
             out((QK + 0.5 * kk) / sigma**2),
             Finding(
-                "the key's term has the wrong sign: +|k_j|^2 / (2 sigma^2) favours far keys",
-                norm_hint,
+                "the key's own term has the wrong sign: it favours far keys",
+                _EXPAND,
+            ),
+        ),
+        (
+            _kernel_values_normalised(Q, K, V, sigma),
+            Finding(
+                "the weights are the kernel values divided by their sum: for a tiny sigma, "
+                "or a query far from every key, every kernel value underflows to 0, and "
+                "0/0 is nan",
+                "the weights are a softmax of finite scores, which needs no kernel value "
+                "(part 1 of the exercise)",
+            ),
+        ),
+        (
+            np.broadcast_to(V.mean(axis=0), (len(Q), V.shape[1])),
+            Finding(
+                "every output row is the mean of the values: the weights do not depend on "
+                "the distances (that is the limit of a very wide kernel only)",
+                "near keys weigh more than far ones, the more so as sigma is small",
             ),
         ),
     ]
 
 
+def _kernel_values_normalised(Q, K, V, sigma) -> np.ndarray:
+    """The slip: exp(-|q - k|^2 / (2 sigma^2)) normalised as it is (nan where it underflows)."""
+    with np.errstate(all="ignore"):
+        D = ((Q[:, None, :] - K[None, :, :]) ** 2).sum(axis=-1)
+        W = np.exp(-D / (2 * sigma**2))
+        return W / W.sum(axis=-1, keepdims=True) @ V
+
+
 def _kernel_diagnose(sigma: float) -> Callable[[Case, np.ndarray], list[Finding]]:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         Q, K, V = (np.asarray(case.inputs[k]) for k in ("Q", "K", "V"))
         return _recognise(got, _kernel_slips(Q, K, V, sigma))
@@ -970,6 +1098,8 @@ def _kernel_diagnose(sigma: float) -> Callable[[Case, np.ndarray], list[Finding]
 
 def check_kernel_attention(
     fn: Callable[[np.ndarray, np.ndarray, np.ndarray, float], object],
+    *,
+    hint: bool = False,
 ) -> CheckReport:
     """Check the reader's Gaussian-kernel (Nadaraya-Watson) attention on vectors.
 
@@ -981,6 +1111,8 @@ def check_kernel_attention(
         ``(n, d_v)`` and ``(n, m)`` (or the output alone): the weights are
         ``exp(-|q_i - k_j|^2 / (2 sigma^2))`` normalised over the keys. The output is
         checked.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -989,21 +1121,19 @@ def check_kernel_attention(
         (where the key's own term decides), cross shapes, a tiny ``sigma`` (every kernel
         value underflows: the nearest key's value), a large ``sigma`` (the mean of the
         values) and queries far from every key. The report recognises the key's term
-        left out, without its 1/2 or with the wrong sign, a division by ``sigma`` or by
-        ``2 sigma^2``, scaled dot-product attention, and the softmax over the queries.
+        left out, doubled or with the wrong sign, a division by ``sigma`` or by
+        ``2 sigma^2``, scaled dot-product attention, the softmax over the queries and
+        weights that ignore the distances.
 
     Examples
     --------
     >>> import numpy as np
     >>> from helpers.checks import check_kernel_attention
-    >>> def dot_product_only(Q, K, V, sigma):  # the key's own term is missing: a slip
-    ...     S = Q @ K.T / sigma**2
-    ...     A = np.exp(S - S.max(axis=-1, keepdims=True))
-    ...     A = A / A.sum(axis=-1, keepdims=True)
-    ...     return A @ V, A
-    >>> report = check_kernel_attention(dot_product_only)
+    >>> def mean_of_values(Q, K, V, sigma):  # the limit of a very wide kernel only
+    ...     return np.tile(V.mean(axis=0), (len(Q), 1))
+    >>> report = check_kernel_attention(mean_of_values)
     >>> bool(report), report.failures[0].problem.split(":")[0]
-    (False, 'the weights are a softmax of q . k / sigma^2 alone')
+    (False, 'every output row is the mean of the values')
     """
     _require_callable(fn, "check_kernel_attention")
     from helpers.checks.multihead import _append, _run, _Spec
@@ -1017,7 +1147,8 @@ def check_kernel_attention(
             np.array([[1.0], [2.0], [3.0]]),
             np.array([[1.0], [2.0], [4.0]]),
             0.4,
-            _KERNEL_FORMULA,
+            "one query at 2.6 between keys at 2 and 3, sigma = 0.4: the weights fall off "
+            "with the squared distance to each key",
         ),
         (
             "keys of different lengths",
@@ -1025,7 +1156,8 @@ def check_kernel_attention(
             np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 0.5]]),
             np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
             1.0,
-            _KERNEL_FORMULA,
+            "the key (3, 0) is the longest and the farthest from both queries: it must not "
+            "win because it is long",
         ),
         (
             "cross shapes (n=2, m=4, d=3, d_v=5)",
@@ -1041,7 +1173,7 @@ def check_kernel_attention(
             np.array([[0.1, 0.0], [1.0, 1.0], [2.0, 2.0]]),
             np.array([[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]),
             1e-3,
-            _KERNEL_UNDERFLOW,
+            f"sigma = 1e-3: {_KERNEL_UNDERFLOW}; each output row is the value of the nearest key",
         ),
         (
             "large sigma = 1e4 (the mean of the values)",
@@ -1049,7 +1181,8 @@ def check_kernel_attention(
             np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]]),
             np.array([[4.0], [8.0], [0.0], [0.0]]),
             1e4,
-            _KERNEL_FORMULA,
+            "a kernel far wider than the distances: every key weighs nearly the same, and "
+            "the output is nearly the mean of the values",
         ),
         (
             "queries far from every key",
@@ -1070,19 +1203,22 @@ def check_kernel_attention(
         )
         for name, Q, K, V, sigma, hint in inputs
     ]
-    return _run(fn, "check_kernel_attention", specs)
+    return _run(
+        fn,
+        "check_kernel_attention",
+        specs,
+        see=_LOOKUP,
+        more="part 1 of the exercise turns the kernel weights into a softmax over the keys "
+        "of scores that never need a kernel value to be computed: expand the squared "
+        "distance and keep the terms that depend on the key. Then write that softmax so "
+        "that it cannot overflow or give 0/0, as chapter 1 does",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
 # check_left_padded_attention (exercise 2.4: a batch of left-padded prompts)
 # ---------------------------------------------------------------------------
-
-_LEFT_PAD_RULE = (
-    "sequence s has its lengths[s] real tokens in the last lengths[s] positions; query i "
-    "may attend to key j when j <= i (causal) and j >= n - lengths[s] (a real token): a "
-    "(b, n, n) mask, causal_mask(n) & (np.arange(n) >= n - lengths[:, None])[:, None, :]; "
-    "a query with no allowed key (a padding position) gets weights 0 and output 0"
-)
 
 
 def _left_pad_mask(lengths: np.ndarray, n: int, variant: str = "") -> np.ndarray:
@@ -1096,6 +1232,7 @@ def _left_pad_mask(lengths: np.ndarray, n: int, variant: str = "") -> np.ndarray
         "no causal": real[:, None, :],
         "no padding": causal_mask(n)[None],
         "queries": causal_mask(n) & real[:, :, None],
+        "transposed causal": causal_mask(n).T & real[:, None, :],
     }
     return np.broadcast_to(masks[variant], (len(lengths), n, n))
 
@@ -1107,6 +1244,9 @@ def _zero_rows_attention(Q, K, V, mask, fill: float = -np.inf) -> np.ndarray:
     return _softmax_rows(np.where(mask, S, fill)) @ V
 
 
+_REAL_KEYS = "no query may attend to a padding key, nor to a key after it"
+
+
 def _left_pad_slips(Q, K, V, lengths) -> list[tuple[np.ndarray, Finding]]:
     n = Q.shape[-2]
     right = _left_pad_mask(lengths, n)
@@ -1116,21 +1256,29 @@ def _left_pad_slips(Q, K, V, lengths) -> list[tuple[np.ndarray, Finding]]:
             Finding(
                 "the padding is taken to be on the right (keys j < lengths[s] are real): "
                 "here it is on the left, the real tokens are the last ones",
-                _LEFT_PAD_RULE,
+                "sequence s has its lengths[s] real tokens in its last positions",
             ),
         ),
         (
             _zero_rows_attention(Q, K, V, _left_pad_mask(lengths, n, "no causal")),
             Finding(
                 "the causal mask is missing: a query attends to the keys after it",
-                _LEFT_PAD_RULE,
+                _REAL_KEYS,
+            ),
+        ),
+        (
+            _zero_rows_attention(Q, K, V, _left_pad_mask(lengths, n, "transposed causal")),
+            Finding(
+                "the causal mask is transposed: query i attends to the keys j >= i, the "
+                "future, instead of j <= i",
+                "in a mask, row i is query i and column j is key j",
             ),
         ),
         (
             _zero_rows_attention(Q, K, V, _left_pad_mask(lengths, n, "no padding")),
             Finding(
                 "the padding mask is missing: the queries attend to the padding keys",
-                _LEFT_PAD_RULE,
+                _REAL_KEYS,
             ),
         ),
         (
@@ -1138,7 +1286,7 @@ def _left_pad_slips(Q, K, V, lengths) -> list[tuple[np.ndarray, Finding]]:
             Finding(
                 "the padding rule hides queries instead of keys (the mask is indexed "
                 "[s, j, i] instead of [s, i, j]): real tokens still attend to the padding",
-                _LEFT_PAD_RULE,
+                "the padding decides which keys a query may see",
             ),
         ),
         (
@@ -1149,16 +1297,32 @@ def _left_pad_slips(Q, K, V, lengths) -> list[tuple[np.ndarray, Finding]]:
                 _FULLY_MASKED_RULE,
             ),
         ),
+        (
+            _nan_rows_attention(Q, K, V, right),
+            Finding(
+                "a padding query, which may see no key, gets nan: all its scores are -inf, "
+                "and the softmax of such a row is 0/0",
+                _FULLY_MASKED_RULE,
+            ),
+        ),
     ]
 
 
+def _nan_rows_attention(Q, K, V, mask) -> np.ndarray:
+    """Masked attention with a plain softmax: nan in the rows with no allowed key."""
+    S = np.where(mask, Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]), -np.inf)
+    with np.errstate(all="ignore"):
+        return _softmax_rows(S) @ V
+
+
+@nan_aware
 def _left_pad_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     Q, K, V = _as_float64(*(case.inputs[k] for k in ("Q", "K", "V")))
     lengths = np.asarray(case.inputs["lengths"])
     return _recognise(got, _left_pad_slips(Q, K, V, lengths))
 
 
-def check_left_padded_attention(fn: Callable[..., object]) -> CheckReport:
+def check_left_padded_attention(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check the reader's causal self-attention on a batch of left-padded sequences.
 
     Parameters
@@ -1170,28 +1334,27 @@ def check_left_padded_attention(fn: Callable[..., object]) -> CheckReport:
         ``(b, n, n)`` (or the output alone): causal attention over the real keys, and
         weights 0 and output 0 for a query with no real key up to it. The output is
         checked.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
         Truthy iff every case matches: no padding, one sequence padded, a batch of three
         lengths, a sequence of one token, scores near ``1e3`` and float32. The report
-        recognises padding taken to be on the right, the causal mask or the padding mask
-        left out, the padding rule applied to the queries, and uniform weights for the
-        padding queries.
+        recognises padding taken to be on the right, the causal mask left out or
+        transposed, the padding mask left out, the padding rule applied to the queries,
+        and uniform weights for the padding queries.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from helpers import causal_mask, scaled_dot_product_attention
     >>> from helpers.checks import check_left_padded_attention
-    >>> def right_padded(Q, K, V, lengths):  # the padding on the wrong side: a slip
-    ...     n = Q.shape[-2]
-    ...     real = np.arange(n) < np.asarray(lengths)[:, None]  # (b, n)
-    ...     return scaled_dot_product_attention(Q, K, V, mask=causal_mask(n) & real[:, None, :])
-    >>> report = check_left_padded_attention(right_padded)
-    >>> bool(report), report.failures[0].problem.split(":")[0]
-    (False, 'the padding is taken to be on the right (keys j < lengths[s] are real)')
+    >>> def values_back(Q, K, V, lengths):  # each token's own value: no attention at all
+    ...     return V
+    >>> report = check_left_padded_attention(values_back)
+    >>> report.status, report.failures[0].name
+    ('failed', 'a sequence of one real token')
     """
     _require_callable(fn, "check_left_padded_attention")
     from helpers.checks.multihead import _run, _Spec
@@ -1206,25 +1369,68 @@ def check_left_padded_attention(fn: Callable[..., object]) -> CheckReport:
         )
 
     inputs = [
-        ("no padding (lengths = n)", qkv(2, 4, 3, 2), [4, 4]),
-        ("one sequence padded", qkv(1, 5, 4, 3), [3]),
-        ("a batch of three lengths", qkv(3, 6, 4, 2), [6, 2, 4]),
-        ("a sequence of one real token", qkv(2, 4, 2, 2), [1, 4]),
-        ("scores near 1e3", qkv(2, 5, 4, 2, scale=20.0), [5, 3]),
-        ("float32 input", qkv(2, 5, 4, 3, dtype=np.float32), [2, 5]),
+        (
+            "no padding (lengths = n)",
+            qkv(2, 4, 3, 2),
+            [4, 4],
+            "no padding at all: plain causal attention in each sequence",
+        ),
+        (
+            "one sequence padded",
+            qkv(1, 5, 4, 3),
+            [3],
+            "lengths = [3] with n = 5: the real tokens are at positions 2, 3 and 4, and "
+            "queries 0 and 1, which may see no key, get weights 0 and output 0",
+        ),
+        (
+            "a batch of three lengths",
+            qkv(3, 6, 4, 2),
+            [6, 2, 4],
+            "lengths 6, 2 and 4 with n = 6: each sequence has its own padding, and a query "
+            "that may see no key gets weights 0 and output 0",
+        ),
+        (
+            "a sequence of one real token",
+            qkv(2, 4, 2, 2),
+            [1, 4],
+            "lengths = [1, 4]: in the first sequence only the last query may see a key, "
+            "itself, and its output is its own value; the others get weights 0 and output 0",
+        ),
+        (
+            "scores near 1e3",
+            qkv(2, 5, 4, 2, scale=20.0),
+            [5, 3],
+            f"scores near 1e3: {_STABLE_ROWS}",
+        ),
+        (
+            "float32 input",
+            qkv(2, 5, 4, 3, dtype=np.float32),
+            [2, 5],
+            "float32 input: the same answer to float32 precision",
+        ),
     ]
     specs = []
-    for name, (Q, K, V), lengths in inputs:
+    for name, (Q, K, V), lengths, text in inputs:
         lengths = np.array(lengths)
         mask = _left_pad_mask(lengths, Q.shape[-2])
         expected = scaled_dot_product_attention(*_as_float64(Q, K, V), mask=mask)[0]
         specs.append(
             _Spec(
-                Case(name, {"Q": Q, "K": K, "V": V, "lengths": lengths}, expected, _LEFT_PAD_RULE),
+                Case(name, {"Q": Q, "K": K, "V": V, "lengths": lengths}, expected, text),
                 lambda *arrays: arrays,
                 f"Q, K: {Q.shape}, V: {V.shape}, lengths = {lengths.tolist()}",
                 _left_pad_diagnose,
                 lambda r: r[0] if isinstance(r, tuple) and len(r) == 2 else r,
             )
         )
-    return _run(fn, "check_left_padded_attention", specs)
+    return _run(
+        fn,
+        "check_left_padded_attention",
+        specs,
+        see=f"{_MASKS} and {_FULLY_MASKED}",
+        more="the mask is two conditions at once: whether the key comes after the query, "
+        "and whether the key is a real token of its sequence; find an array for each and "
+        "combine them into the batch's (b, n, n) mask. Then make the softmax of a row with "
+        "no allowed key give zeros rather than 0/0",
+        hint=hint,
+    )

@@ -1,8 +1,22 @@
-"""The core of the self-checks: cases, running them, and the report (see the package docstring)."""
+"""The core of the self-checks: cases, running them, and the report (see the package docstring).
+
+What a report says when a case fails, in this order: the smallest failing input, what was
+expected of it (the value, and in ``Case.hint`` the property or value that decides it),
+what came back, the slip when a check's table of slips recognises it (``Finding``), and a
+pointer to the section of the book that decides it (``see``, made by :func:`section`).
+Never the code or the formula of the answer: a fuller hint (``more``) is shown only when
+the reader asks for it, ``check_x(fn, hint=True)``, and it too stops short of the answer.
+
+A function that calls the book's own implementation of the quantity a check grades (the
+dotted names of :data:`IMPLEMENTATIONS`) is reported as not attempted, whatever its
+output: :mod:`helpers.checks.shortcuts` watches for those calls while it runs.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import reprlib
 import textwrap
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -11,18 +25,26 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from helpers.checks.shortcuts import public_names, watching
+
 __all__ = [
     "ERROR",
     "FAILED",
+    "IMPLEMENTATIONS",
     "NOT_ATTEMPTED",
     "PASSED",
+    "SECTIONS",
     "Case",
     "CaseResult",
     "CheckReport",
     "Finding",
     "SelfCheckResult",
+    "explain",
+    "nan_aware",
+    "recognise",
     "run_checks",
     "run_self_check",
+    "section",
 ]
 
 # What a check decided, for people and for the grader (``CheckReport.status``,
@@ -41,6 +63,142 @@ RTOL_FLOAT32, ATOL_FLOAT32 = 1e-4, 1e-6
 
 _WIDTH = 88  # the report's text is wrapped to this many columns
 _MAX_SHOWN = 12  # longer vectors are shown with "..." in the middle
+_MAX_CONVERTED = 10**6  # a list of the wrong shape with more numbers is not converted
+
+
+# ---------------------------------------------------------------------------
+# The book's own implementations of what each check grades
+# ---------------------------------------------------------------------------
+
+_SDPA = "helpers.attention.scaled_dot_product_attention"
+_FLASH = ("helpers.flash.flash_attention", "helpers.flash._forward", "helpers.flash._forward_rows")
+_SOFTMAX = "helpers.softmax.softmax"
+_LINEAR = (
+    "helpers.linear_attention.linear_attention",
+    "helpers.linear_attention._kernel_attention",
+)
+
+#: For each self-check, the functions of :mod:`helpers` that compute the quantity it
+#: grades (dotted names, the module where each is defined; private delegates that compute
+#: the whole quantity are listed too). A reader's function that calls any of them, by any
+#: route (an alias, ``getattr``, a wrapper, ``functools.partial``), is "not attempted":
+#: the exercise asks the reader to write that quantity, and the book's version is not an
+#: answer. Other helpers stay allowed (``helpers.softmax`` inside an attention exercise,
+#: ``helpers.attention_backward`` in exercise 2.5, which its statement allows). Where an
+#: exercise's statement asks for a part to be written by hand ("a softmax you write
+#: yourself"), the helper computing that part is listed. An empty tuple: no helper
+#: computes it. Graders read this table too: it is plain data (check name -> dotted names),
+#: and :func:`helpers.checks.shortcuts.watching` needs nothing else.
+IMPLEMENTATIONS: Mapping[str, tuple[str, ...]] = {
+    # chapter 1
+    "check_softmax": (_SOFTMAX, "helpers.softmax.log_softmax", "helpers.softmax.logsumexp"),
+    "check_log_softmax": ("helpers.softmax.log_softmax", "helpers.softmax.logsumexp"),
+    "check_logsumexp": ("helpers.softmax.logsumexp",),
+    "check_softmax_jacobian": ("helpers.softmax.softmax_jacobian",),
+    "check_softmax_temperature": (_SOFTMAX, "helpers.softmax.log_softmax"),
+    "check_log_softmax_backward": (),
+    "check_entropy": ("helpers.softmax.entropy",),
+    # chapter 2
+    "check_attention": (_SDPA, *_FLASH),
+    "check_masked_attention": (_SDPA, *_FLASH),
+    "check_causal_mask": ("helpers.masks.causal_mask",),
+    "check_kernel_attention": (_SDPA, _SOFTMAX),  # "with a softmax you write yourself"
+    # "build the batch's mask yourself ... and write the masked softmax yourself"
+    "check_left_padded_attention": (_SDPA, *_FLASH, "helpers.masks.padding_mask", _SOFTMAX),
+    "check_attention_grad": (
+        "helpers.attention.attention_backward",
+        "helpers.flash.flash_attention_backward",
+    ),
+    "check_self_attention_grad": ("helpers.multihead.multi_head_attention_backward",),
+    # chapter 3
+    "check_multi_head_attention": (
+        "helpers.multihead.multi_head_attention",
+        "helpers.multihead.grouped_query_attention",
+        "helpers.multihead._forward",
+    ),
+    "check_mha_parameter_count": ("helpers.multihead.mha_parameter_count",),
+    "check_mha_backward": ("helpers.multihead.multi_head_attention_backward",),
+    # chapter 4
+    "check_sinusoidal_encoding": ("helpers.positional.sinusoidal_encoding",),
+    "check_sinusoidal_shift": ("helpers.positional.sinusoidal_shift",),
+    "check_concatenated_shift": ("helpers.positional.sinusoidal_shift",),
+    "check_rope": ("helpers.positional.rope", "helpers.positional.rotate_pairs"),
+    "check_rope_half": ("helpers.positional.rope", "helpers.positional.rotate_pairs"),
+    "check_rope_layout_conversion": (),
+    "check_rope_layout_inverse": (),
+    "check_position_from_encoding": (),  # no helper decodes an encoding
+    "check_alibi_slopes": (
+        "helpers.positional.alibi_slopes",
+        "helpers.positional.alibi_bias",
+        "helpers.positional._geometric_slopes",
+    ),
+    # chapter 5
+    "check_online_softmax_merge": ("helpers.flash.online_softmax_merge",),
+    "check_tiled_attention": _FLASH,
+    "check_flash1_update": (),
+    "check_causal_linear_attention": _LINEAR,
+    "check_chunked_linear_attention": _LINEAR,
+    "check_kv_cache_bytes": ("helpers.cost.kv_cache_bytes", "helpers.multihead.kv_cache_elements"),
+    # chapter 6
+    "check_layer_norm": ("helpers.transformer.layer_norm", "helpers.transformer._ln_forward"),
+    "check_layer_norm_backward": (
+        "helpers.transformer.layer_norm_backward",
+        "helpers.transformer.layer_norm_jacobian",
+        "helpers.transformer._ln_backward",
+    ),
+    "check_rms_norm_backward": (),
+    "check_fold_layer_norm": (),  # no helper folds a layer norm into a layer
+    "check_block_parameter_count": ("helpers.transformer.block_parameter_count",),
+    "check_llama_block_parameter_count": (),
+    "check_encoder_block": ("helpers.transformer.encoder_block",),
+    # chapter 7
+    "check_mlm_corruption": ("helpers.models.mlm_corrupt",),
+    "check_top_k_gating": ("helpers.moe.top_k_gating",),
+    "check_load_balancing_loss": ("helpers.moe.load_balancing_loss",),
+    "check_next_token_distribution": (
+        "helpers.models.next_token_distribution",
+        "helpers.models.sample_next_token",
+    ),
+    "check_beam_search": ("helpers.models.beam_search",),
+    # chapter 8
+    "check_previous_token_score": ("helpers.circuits.previous_token_score",),
+    "check_prefix_matching_score": (
+        "helpers.circuits.prefix_matching_score",
+        "helpers.circuits._prefix_targets",
+    ),
+    "check_k_composition_score": (
+        "helpers.circuits.composition_score",
+        "helpers.circuits.k_composition_scores",
+    ),
+    # chapter 9
+    "check_min_head_width": ("helpers.theory.min_head_width",),
+    "check_self_attention_jacobian": ("helpers.theory.self_attention_jacobian",),
+    "check_truncated_attention": ("helpers.theory.truncated_attention",),
+}
+
+
+# ---------------------------------------------------------------------------
+# Pointers into the book, as the reader sees it
+# ---------------------------------------------------------------------------
+
+#: Every (chapter, section title) a report points to; tests/test_checks_pointers.py checks
+#: that each is a heading of that chapter, so a renamed section cannot leave a stale pointer.
+SECTIONS: set[tuple[int, str]] = set()
+
+
+def section(chapter: int, title: str) -> str:
+    """A pointer to a section as the reader sees it: ``chapter 2, "Masks"``.
+
+    Reports point to sections by their titles, never by an internal label or an equation
+    number (both change when the book is edited). The pair is recorded in :data:`SECTIONS`.
+
+    Examples
+    --------
+    >>> section(2, "Masks")
+    'chapter 2, "Masks"'
+    """
+    SECTIONS.add((chapter, title))
+    return f'chapter {chapter}, "{title}"'
 
 
 # ---------------------------------------------------------------------------
@@ -62,7 +220,10 @@ class Case:
     expected : ndarray
         The correct output.
     hint : str
-        What to try if this case fails.
+        Shown when this case fails and no slip is recognised: what this case expects (a
+        property, a value: "equal logits get equal probabilities", "a query with no key
+        gets output 0") and, where it helps, the section that decides it
+        (:func:`section`). Never the answer's code or formula.
     rtol, atol : float, optional
         Tolerances of the comparison (``numpy.isclose``); by default
         ``RTOL_FLOAT32``/``ATOL_FLOAT32`` if any input is float32 and
@@ -105,6 +266,12 @@ class CaseResult:
     raised : str
         The name of the exception the function raised (e.g. ``"NotImplementedError"``),
         or "" if it returned.
+    calls : tuple of str
+        The book's own implementations of the checked quantity that the function called
+        on this case (dotted names, see :data:`IMPLEMENTATIONS`).
+    size : int
+        The number of numbers in the case's inputs: the report shows the smallest
+        failing case first.
     """
 
     name: str
@@ -115,6 +282,8 @@ class CaseResult:
     problem: str = ""
     hint: str = ""
     raised: str = ""
+    calls: tuple[str, ...] = ()
+    size: int = 0
 
 
 @dataclass(frozen=True, repr=False)
@@ -129,21 +298,40 @@ class CheckReport:
         Name of the function that was checked.
     results : tuple of CaseResult
         One per case, in the order they ran.
+    see : str
+        Where the book decides what the check grades (:func:`section`), shown under the
+        failures.
+    more : str
+        A fuller hint, shown under the failures only if ``hinted``; otherwise the report
+        says how to ask for it.
+    hinted : bool
+        Whether the reader asked for the fuller hint (``check_x(fn, hint=True)``).
     """
 
     check: str
     function: str
     results: tuple[CaseResult, ...] = field(default_factory=tuple)
+    see: str = ""
+    more: str = ""
+    hinted: bool = False
+
+    @property
+    def book_calls(self) -> tuple[str, ...]:
+        """The book's implementations of the checked quantity that the function called
+        (dotted names, see :data:`IMPLEMENTATIONS`), private delegates left out."""
+        return tuple(public_names(name for r in self.results for name in r.calls))
 
     @property
     def passed(self) -> bool:
-        """True iff every case passed (and there was at least one)."""
-        return bool(self.results) and all(r.passed for r in self.results)
+        """True iff every case passed (and there was at least one) without calling the
+        book's own implementation (:attr:`book_calls`)."""
+        return bool(self.results) and all(r.passed for r in self.results) and not self.book_calls
 
     @property
     def failures(self) -> tuple[CaseResult, ...]:
-        """The cases that failed."""
-        return tuple(r for r in self.results if not r.passed)
+        """The cases that failed, the smallest input first (ties in the order they ran)."""
+        failed = [r for r in self.results if not r.passed]
+        return tuple(sorted(failed, key=lambda r: r.size))
 
     @property
     def not_attempted(self) -> bool:
@@ -153,16 +341,27 @@ class CheckReport:
 
     @property
     def status(self) -> str:
-        """``"passed"``, ``"failed"`` or ``"not attempted"`` (see :attr:`not_attempted`)."""
-        if self.not_attempted:
+        """``"passed"``, ``"failed"`` or ``"not attempted"``.
+
+        Not attempted: the function still raises ``NotImplementedError`` (see
+        :attr:`not_attempted`), or it calls the book's own implementation of what the
+        check grades (see :attr:`book_calls`), whatever it returns.
+        """
+        if self.not_attempted or self.book_calls:
             return NOT_ATTEMPTED
         return PASSED if self.passed else FAILED
 
     @property
     def message(self) -> str:
-        """One line for a table of results: "" if passed, else what went wrong first."""
+        """One line for a table of results: "" if passed, else what went wrong first (in
+        the smallest failing case)."""
         if self.not_attempted:
             return f"{self.function} raises NotImplementedError: not attempted yet"
+        if self.book_calls:
+            return (
+                f"this calls {_names(self.book_calls)}, the book's own version: the exercise "
+                "asks you to write it"
+            )
         if self.passed:
             return ""
         first = self.failures[0]
@@ -171,7 +370,11 @@ class CheckReport:
         return f"{first.name}: {first.problem}"
 
     def to_dict(self) -> dict[str, str | int]:
-        """The verdict as plain data (JSON-serialisable), for the grader."""
+        """The verdict as plain data (JSON-serialisable), for the grader.
+
+        ``book_calls`` is "" or the book's implementations the function called, joined
+        by ", " (the status is then "not attempted").
+        """
         return {
             "check": self.check,
             "function": self.function,
@@ -179,6 +382,7 @@ class CheckReport:
             "message": self.message,
             "passed": len(self.results) - len(self.failures),
             "total": len(self.results),
+            "book_calls": ", ".join(self.book_calls),
         }
 
     def __bool__(self) -> bool:
@@ -200,6 +404,13 @@ class CheckReport:
     def __repr__(self) -> str:
         n = len(self.results)
         head = f"{self.check}({self.function})"
+        if self.book_calls:
+            return _wrap(
+                f"{head}: not attempted: it calls {_names(self.book_calls)}, the book's own "
+                "version of what this check grades. The exercise asks you to write it: "
+                "replace that call by your own computation, then run this check again.",
+                "    ",
+            )
         if self.not_attempted:
             return "\n".join(
                 [
@@ -218,11 +429,26 @@ class CheckReport:
         failed = self.failures
         lines = [f"{head}: {n - len(failed)} of {n} checks passed, {len(failed)} failed."]
         first_seen: dict[tuple[str, str], str] = {}
+        slip_seen: dict[tuple[str, str], str] = {}
+        shown_differ = False
         for r in failed:
             same_as = first_seen.setdefault((r.got, r.problem), r.name)
             if same_as != r.name:  # the same output and problem again: say so briefly
                 lines += ["", f'FAILED: {r.name}: same output and problem as "{same_as}"']
                 continue
+            if not r.raised and not r.problem.startswith("values differ"):
+                same_as = slip_seen.setdefault((r.problem, r.hint), r.name)
+                if same_as != r.name:  # the same slip recognised again: say so briefly
+                    lines += ["", f'FAILED: {r.name}: the same problem as "{same_as}"']
+                    continue
+            elif r.problem.startswith("values differ") and shown_differ:
+                # no slip recognised: the smallest such case is shown whole, the others
+                # by what differs and what the case expects
+                lines += ["", _wrap(f"FAILED: {r.name}: {r.problem}", "    ")]
+                if r.hint:
+                    lines.append(_field("hint", r.hint))
+                continue
+            shown_differ = shown_differ or r.problem.startswith("values differ")
             lines += ["", f"FAILED: {r.name}"]
             for label, text in (
                 ("input", r.input),
@@ -236,6 +462,16 @@ class CheckReport:
         passed = [r.name for r in self.results if r.passed]
         if passed:
             lines += ["", _wrap("Passed: " + ", ".join(passed) + ".", "    ")]
+        if self.see:
+            lines += ["", _wrap(f"See {self.see}.", "    ")]
+        if self.more and self.hinted:
+            more = self.more if self.more.endswith(".") else self.more + "."
+            lines += ["", _wrap(f"Fuller hint: {more}", "    ")]
+        elif self.more:
+            lines += [
+                "",
+                _wrap(f"A fuller hint: {self.check}({self.function}, hint=True).", "    "),
+            ]
         return "\n".join(lines)
 
     __str__ = __repr__
@@ -256,28 +492,51 @@ class Finding:
 Diagnose = Callable[[Case, np.ndarray], Sequence[Finding]]
 
 
+def nan_aware(diagnose: Diagnose) -> Diagnose:
+    """Mark ``diagnose`` as one that may also be called on an output containing nan.
+
+    By default a diagnosis runs only on finite outputs; one whose table of slips holds
+    answers with nan (a 0/0 that a slip produces), compared entry by entry with nan equal
+    to nan, can name that slip instead of the generic "the output contains nan".
+    """
+    diagnose.nan_aware = True  # type: ignore[attr-defined]
+    return diagnose
+
+
 def run_checks(
     fn: Callable[..., npt.ArrayLike],
     cases: Sequence[Case],
     *,
     check_name: str,
     diagnose: Diagnose | None = None,
+    see: str = "",
+    more: str = "",
+    hint: bool = False,
 ) -> CheckReport:
     """Run ``fn`` on every case and collect a :class:`CheckReport`.
 
     Parameters
     ----------
     fn : callable
-        The reader's function, called as ``fn(*case.inputs.values())``.
+        The reader's function, called as ``fn(*case.inputs.values())``. While it runs,
+        calls into the book's implementations that :data:`IMPLEMENTATIONS` declares for
+        ``check_name`` are recorded (``CaseResult.calls``).
     cases : sequence of Case
         What to run and what to expect.
     check_name : str
-        Shown at the top of the report.
+        Shown at the top of the report; also the key of :data:`IMPLEMENTATIONS`.
     diagnose : callable, optional
         ``diagnose(case, got) -> list of Finding``, called when the output has the
         right shape, no nan or inf, but wrong values; returns the specific problems
         it recognises (e.g. "the sign is flipped"). The generic "values differ" line
         is shown only if it returns none.
+    see : str, optional
+        Where the book decides it (:func:`section`), shown under the failures.
+    more : str, optional
+        A fuller hint, shown under the failures when ``hint`` is true; it stops short of
+        the answer.
+    hint : bool, default False
+        Whether the reader asked for the fuller hint.
 
     Returns
     -------
@@ -297,7 +556,7 @@ def run_checks(
     ...         "two vectors",
     ...         {"a": np.array([1.0, 2.0]), "b": np.array([3.0, 4.0])},
     ...         np.array([4.0, 6.0]),
-    ...         hint="add a and b entry by entry",
+    ...         hint="the order of a and b does not matter",
     ...     )
     ... ]
     >>> run_checks(np.add, cases, check_name="check_add")
@@ -311,15 +570,56 @@ def run_checks(
         expected: [4, 6]
         got:      [-2, -2]
         problem:  values differ (rtol=1e-06, atol=1e-09): largest difference 8 at index 1
-        hint:     add a and b entry by entry
+        hint:     the order of a and b does not matter
     """
     if not callable(fn):
         raise TypeError(
             f"{check_name} expects your function itself, e.g. {check_name}(my_function), "
             f"not its result; got a {type(fn).__name__}"
         )
-    results = tuple(_run_case(fn, case, diagnose) for case in cases)
-    return CheckReport(check=check_name, function=_name_of(fn), results=results)
+    watched = IMPLEMENTATIONS.get(check_name, ())
+    results = tuple(_run_case(fn, case, diagnose, watched) for case in cases)
+    return CheckReport(
+        check=check_name,
+        function=_name_of(fn),
+        results=results,
+        see=see,
+        more=more,
+        hinted=hint,
+    )
+
+
+def explain(
+    report: CheckReport, *, see: str = "", more: str = "", hint: bool = False
+) -> CheckReport:
+    """``report`` with its pointer, its fuller hint and whether the reader asked for it.
+
+    For checks that assemble their report from several :func:`run_checks` calls; see
+    :func:`run_checks` for the three arguments.
+    """
+    return dataclasses.replace(report, see=see, more=more, hinted=hint)
+
+
+def recognise(
+    got: np.ndarray,
+    slips: Sequence[tuple[np.ndarray, Finding]],
+    *,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+) -> list[Finding]:
+    """The finding of the first slip whose answer equals ``got``, as a list of 0 or 1.
+
+    A check's table of slips is a list of ``(what the slip gives, Finding)``; a candidate
+    of another shape never matches, and nan matches nan.
+    """
+    with np.errstate(all="ignore"):
+        for candidate, finding in slips:
+            candidate = np.asarray(candidate, dtype=np.float64)
+            if candidate.shape == got.shape and np.allclose(
+                got, candidate, rtol=rtol, atol=atol, equal_nan=True
+            ):
+                return [finding]
+    return []
 
 
 @dataclass(frozen=True)
@@ -333,7 +633,10 @@ class SelfCheckResult:
     function : str
         The name that was looked up, e.g. ``"my_softmax"``.
     status : str
-        ``"passed"``, ``"failed"``, ``"not attempted"`` or ``"error"``.
+        ``"passed"``, ``"failed"``, ``"not attempted"`` or ``"error"``. "Not attempted"
+        covers a name not defined, a function that still raises ``NotImplementedError``,
+        and a function that calls the book's own implementation of what the check grades
+        (``report.book_calls`` says which; the message names it).
     message : str
         "" if passed; otherwise one line saying what went wrong first.
     report : CheckReport or None
@@ -356,6 +659,7 @@ class SelfCheckResult:
             "message": self.message,
             "passed": int(counts.get("passed", 0)),
             "total": int(counts.get("total", 0)),
+            "book_calls": str(counts.get("book_calls", "")),
         }
 
 
@@ -425,27 +729,49 @@ def run_self_check(
 
 
 def _run_case(
-    fn: Callable[..., npt.ArrayLike], case: Case, diagnose: Diagnose | None
+    fn: Callable[..., npt.ArrayLike],
+    case: Case,
+    diagnose: Diagnose | None,
+    watched: Sequence[str] = (),
 ) -> CaseResult:
     """Run one case; never raises because ``fn`` misbehaved."""
     shown_input = "\n".join(f"{k} = {_fmt_array(v, dtype=True)}" for k, v in case.inputs.items())
     expected = np.asarray(case.expected)
+    calls: list[str] = []
+    size = sum(int(np.size(v)) for v in case.inputs.values())
 
     def fail(got: str, problem: str, hint: str = case.hint) -> CaseResult:
-        return CaseResult(case.name, False, shown_input, _fmt_array(expected), got, problem, hint)
+        return CaseResult(
+            case.name,
+            False,
+            shown_input,
+            _fmt_array(expected),
+            got,
+            problem,
+            hint,
+            calls=tuple(calls),
+            size=size,
+        )
 
     args = [np.array(v, copy=True) for v in case.inputs.values()]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with np.errstate(divide="warn", over="warn", invalid="warn", under="ignore"):
-            try:
-                result = fn(*args)
-            except Exception as err:
+            with watching(watched) as called:
+                try:
+                    result = fn(*args)
+                except Exception as err:
+                    error = err
+                else:
+                    error = None
+            calls.extend(called)
+            if error is not None:
                 return dataclasses.replace(
                     fail(
-                        f"raised {type(err).__name__}: {_first_line(err)}", "your function raised"
+                        f"raised {type(error).__name__}: {_first_line(error)}",
+                        "your function raised",
                     ),
-                    raised=type(err).__name__,
+                    raised=type(error).__name__,
                 )
     warned = _warning_text(caught)
 
@@ -456,6 +782,14 @@ def _run_case(
     ]
     if result is None:
         return fail("None", "your function returned None; did you forget `return`?", "")
+    nested = _nested_shape(result)
+    if nested != expected.shape and math.prod(nested) > _MAX_CONVERTED:
+        # a huge list of the wrong shape: converting it to an array would take seconds
+        return fail(
+            f"a {type(result).__name__} of shape {nested}",
+            f"expected {_shape_text(expected)}, got shape {nested}",
+            "",
+        )
     try:
         got = np.asarray(result)
     except Exception as err:
@@ -467,23 +801,37 @@ def _run_case(
         )
     shown_got = _fmt_array(got)
     if got.shape != expected.shape:
-        want = "a single number, shape ()" if expected.ndim == 0 else f"shape {expected.shape}"
-        return fail(shown_got, f"expected {want}, got shape {got.shape}", "")
+        return fail(shown_got, f"expected {_shape_text(expected)}, got shape {got.shape}", "")
     if changed:
         names = " and ".join(changed)
         return fail(
             shown_got,
             f"your function changed its input {names} in place",
-            "work on a new array (z = z - z.max()) instead of modifying the argument "
-            "(z -= z.max()): the caller's logits must stay as they were",
+            "the caller's arrays must stay as they were: compute new arrays rather than "
+            "writing into an argument",
         )
     got = got.astype(np.float64)
     if np.isnan(got).any() and not np.isnan(expected).any():
+        # a table of slips that compares nan with nan may name the slip that gives nan
+        nan_aware = getattr(diagnose, "nan_aware", False)
+        nan_findings = _diagnosed(diagnose, case, got) if nan_aware else []
+        if nan_findings:
+            hint = next((f.hint for f in nan_findings if f.hint), case.hint)
+            problems = "; ".join(f.problem for f in nan_findings)
+            return fail(shown_got, _join(problems, warned), hint)
         return fail(shown_got, _join("the output contains nan", warned))
     rtol, atol = case.tolerances()
     close = np.isclose(got, expected, rtol=rtol, atol=atol)
     if close.all():
-        return CaseResult(case.name, True, shown_input, _fmt_array(expected), shown_got)
+        return CaseResult(
+            case.name,
+            True,
+            shown_input,
+            _fmt_array(expected),
+            shown_got,
+            calls=tuple(calls),
+            size=size,
+        )
     bad_inf = np.isinf(got) & np.isfinite(expected)
     if bad_inf.any():
         i = _index_of(bad_inf)
@@ -491,10 +839,7 @@ def _run_case(
             shown_got,
             _join(f"the output is {_fmt_num(got[i])}{_at(i)} where the answer is finite", warned),
         )
-    findings = []
-    if diagnose is not None:
-        with np.errstate(all="ignore"):  # the reader's output may be huge
-            findings = list(diagnose(case, got))
+    findings = _diagnosed(diagnose, case, got)
     if not findings:
         diff = np.where(close, 0.0, np.abs(got - expected))
         i = _index_of(diff == diff.max())
@@ -502,9 +847,35 @@ def _run_case(
             f"values differ (rtol={rtol:g}, atol={atol:g}): largest difference "
             f"{_fmt_num(diff[i])}{_at(i)}"
         )
+        if not got.any() and expected.any():
+            problem += "; every entry is 0" if got.size > 1 else "; it is 0"
         return fail(shown_got, _join(problem, warned))
     hint = next((f.hint for f in findings if f.hint), case.hint)
     return fail(shown_got, _join("; ".join(f.problem for f in findings), warned), hint)
+
+
+def _diagnosed(diagnose: Diagnose | None, case: Case, got: np.ndarray) -> list[Finding]:
+    """The slips ``diagnose`` recognises in ``got`` ([] without a table of slips)."""
+    if diagnose is None:
+        return []
+    with np.errstate(all="ignore"):  # the reader's output may be huge, or nan
+        return list(diagnose(case, got))
+
+
+def _shape_text(expected: np.ndarray) -> str:
+    return "a single number, shape ()" if expected.ndim == 0 else f"shape {expected.shape}"
+
+
+def _nested_shape(value: object) -> tuple[int, ...]:
+    """The shape a list of lists would have as an array, read off its first elements
+    without converting it (``()`` for anything that is not a list or a tuple)."""
+    shape: list[int] = []
+    while isinstance(value, (list, tuple)) and len(shape) < 32:
+        shape.append(len(value))
+        if not value:
+            break
+        value = value[0]
+    return tuple(shape)
 
 
 def _index_of(mask: np.ndarray) -> tuple[int, ...]:
@@ -516,6 +887,12 @@ def _at(index: tuple[int, ...]) -> str:
     if not index:
         return ""
     return f" at index {index[0]}" if len(index) == 1 else f" at index {index}"
+
+
+def _names(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _name_of(fn: Callable[..., object]) -> str:
@@ -546,17 +923,21 @@ def _fmt_num(v: float) -> str:
 
 
 def _fmt_vector(v: np.ndarray) -> str:
-    items = [_fmt_num(float(a)) for a in v]
-    if len(items) > _MAX_SHOWN:
-        items = [*items[:6], "...", *items[-3:]]
+    """``[a, b, ...]``; a long vector shows its first 6 and last 3 numbers, and only those
+    are formatted (a reader's answer may hold millions)."""
+    shown = [*v[:6], None, *v[-3:]] if len(v) > _MAX_SHOWN else list(v)
+    items = ["..." if a is None else _fmt_num(float(a)) for a in shown]
     return "[" + ", ".join(items) + "]"
 
 
 def _fmt_array(a: npt.ArrayLike, *, dtype: bool = False) -> str:
-    """Format independently of numpy's print options (the reader may change them)."""
+    """Format independently of numpy's print options (the reader may change them).
+
+    Only what is shown is formatted: at most 12 rows of at most 10 numbers, whatever the
+    array's size. Booleans show as 0 and 1 (dtype int64).
+    """
     arr = np.asarray(a)
-    if arr.dtype.kind == "b":
-        arr = arr.astype(np.int64)
+    shown_dtype = np.dtype(np.int64) if arr.dtype.kind == "b" else arr.dtype
     if arr.ndim == 0:
         text = _fmt_num(float(arr))
     elif arr.ndim == 1:
@@ -565,9 +946,29 @@ def _fmt_array(a: npt.ArrayLike, *, dtype: bool = False) -> str:
         text = "[" + ",\n ".join(_fmt_vector(row) for row in arr) + "]"
     else:
         text = f"an array of shape {arr.shape}"
-    if dtype and arr.dtype != np.float64:
-        text += f" ({arr.dtype})"
+    if dtype and shown_dtype != np.float64:
+        text += f" ({shown_dtype})"
     return text
+
+
+class _ShortRepr(reprlib.Repr):
+    """``reprlib``'s bounded repr, with arrays shown as the report shows them."""
+
+    def repr_ndarray(self, x: np.ndarray, level: int) -> str:
+        if x.ndim <= 1 and x.size <= _MAX_SHOWN:
+            return f"array({_fmt_array(x)})"
+        return f"an array of shape {x.shape}"
+
+
+def _short_repr(value: object, limit: int = 80) -> str:
+    """At most ``limit`` characters saying what ``value`` is, formatting only what is shown
+    (``repr`` of a huge list, or of an array under the reader's print options, would
+    format every element)."""
+    repr_ = _ShortRepr()
+    repr_.maxstring = repr_.maxother = limit
+    with np.printoptions(threshold=_MAX_SHOWN, edgeitems=3):  # other array-likes
+        text = repr_.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _field(label: str, text: str) -> str:

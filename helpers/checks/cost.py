@@ -1,13 +1,16 @@
 """Self-checks of chapter 5 (the cost of attention), built on :mod:`helpers.checks.core`.
 
-Four checks, one per exercise: the merge rule of the online softmax, a tiled forward
-pass (whose peak memory is measured too), causal linear attention as a running sum,
-and the bytes of a key/value cache. When an answer is wrong, the diagnosis recomputes
-it with each usual slip and names the one that reproduces the reader's numbers.
+The merge rule of the online softmax, a tiled forward pass and the key-block step of
+FlashAttention's first loop order, causal linear attention as a running sum and in chunks
+(whose peak memory is measured too), and the bytes of a key/value cache. When an answer is
+wrong, the diagnosis recomputes it with each usual slip and names the one that reproduces
+the reader's numbers.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import tracemalloc
 from collections.abc import Callable
@@ -16,7 +19,16 @@ import numpy as np
 import numpy.typing as npt
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.checks.core import Case, CheckReport, Diagnose, Finding
+from helpers.checks.core import (
+    Case,
+    CheckReport,
+    Diagnose,
+    Finding,
+    _short_repr,
+    explain,
+    nan_aware,
+    section,
+)
 from helpers.checks.multihead import _append, _run, _Spec, _Unusable
 
 __all__ = [
@@ -48,13 +60,17 @@ def _first_match(
 # check_online_softmax_merge
 # ---------------------------------------------------------------------------
 
-_MERGE_FORMULA = (
-    "mu = max(mu1, mu2) and ell = exp(mu1 - mu) * ell1 + exp(mu2 - mu) * ell2, entry by entry"
+_ONLINE = section(5, "The online softmax")
+_TILED = section(5, "Tiled exact attention")
+_RUNNING_SUM = section(5, "The causal form is a running sum")
+_KV_CACHE = section(5, "The key/value cache")
+_MERGE_TEXT = (
+    "the (mu, ell) of the union of the two blocks: the same as if all their scores had been "
+    "summarised at once"
 )
-
-_EMPTY_HINT = (
-    "where both blocks are empty, mu1 - mu is -inf - (-inf) = nan: shift by a finite number "
-    "there, e.g. safe = np.where(np.isinf(mu), 0.0, mu), so that exp(-inf) * 0 gives 0"
+_EMPTY_TEXT = (
+    "an empty block (mu = -inf, ell = 0) changes nothing, and two empty blocks give an empty "
+    "block, not nan"
 )
 
 
@@ -76,41 +92,49 @@ def _merge_pick(result: object) -> np.ndarray:
         return np.stack([mu, ell])
     except (TypeError, ValueError) as err:
         raise _Unusable(
-            repr(result)[:80], f"could not read (mu, ell) as arrays: {err}", ""
+            _short_repr(result), f"could not read (mu, ell) as arrays: {err}", ""
         ) from err
 
 
 def _merge_diagnose(mu1, l1, mu2, l2) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         mu = np.maximum(mu1, mu2)
+        common = "both sums must be relative to the same maximum, the union's"
         with np.errstate(all="ignore"):
             candidates = {
                 "no rescale": (
                     np.stack([mu, l1 + l2]),
                     Finding(
                         "the sums are added without rescaling: each block's sum was taken "
-                        "relative to its own maximum, so it must be multiplied by exp(mu_b - mu)",
-                        _MERGE_FORMULA,
+                        "relative to its own maximum",
+                        common,
                     ),
                 ),
                 "wrong sign": (
                     np.stack([mu, np.exp(mu - mu1) * l1 + np.exp(mu - mu2) * l2]),
                     Finding(
-                        "the sums are rescaled by exp(mu - mu_b), the wrong sign: the factor "
-                        "exp(mu_b - mu) is at most 1",
-                        _MERGE_FORMULA,
+                        "the sums are rescaled by exp(mu - mu_b), the wrong sign",
+                        "a sum brought to a larger maximum can only shrink",
                     ),
                 ),
                 "larger sum": (
                     np.stack([mu, np.maximum(l1, l2)]),
                     Finding(
-                        "ell is the larger of the two sums; it is their rescaled sum",
-                        _MERGE_FORMULA,
+                        "ell is the larger of the two sums",
+                        "ell of the union counts every score of both blocks",
                     ),
                 ),
                 "sum of maxima": (
                     np.stack([mu1 + mu2, _merge_reference(mu1, l1, mu2, l2)[1]]),
-                    Finding("mu is mu1 + mu2; it is the larger of the two", _MERGE_FORMULA),
+                    Finding("mu is mu1 + mu2", "the maximum of the union is a maximum"),
+                ),
+                "first only": (
+                    np.stack([mu1, l1]),
+                    Finding(
+                        "the result is the first block's (mu, ell): the second block is ignored",
+                        _MERGE_TEXT,
+                    ),
                 ),
             }
         found = _first_match(got, candidates)
@@ -118,8 +142,7 @@ def _merge_diagnose(mu1, l1, mu2, l2) -> Diagnose:
             found = [
                 Finding(
                     "nan where both blocks are empty (mu1 = mu2 = -inf): -inf - (-inf) is nan",
-                    "where mu is -inf, shift by 0 instead (np.where(np.isinf(mu), 0.0, mu)): "
-                    "exp(-inf) * 0 is then 0",
+                    "where the union is empty there is nothing to rescale: its ell is 0",
                 )
             ]
         return found
@@ -131,6 +154,8 @@ def check_online_softmax_merge(
     fn: Callable[
         [np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[npt.ArrayLike, npt.ArrayLike]
     ],
+    *,
+    hint: bool = False,
 ) -> CheckReport:
     """Check the reader's merge of two blocks' running maxima and sums (the online softmax).
 
@@ -140,36 +165,54 @@ def check_online_softmax_merge(
         ``fn(mu1, ell1, mu2, ell2) -> (mu, ell)`` on arrays of shape ``(n,)``: one entry
         per row, ``mu_b`` the largest score of block ``b`` and ``ell_b`` the sum of
         ``exp(s - mu_b)`` over it; an empty block has ``mu = -inf``, ``ell = 0``.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
         Truthy iff every case matches the merge rule. The report recognises sums added
         without rescaling, the rescaling with the wrong sign, the larger sum in place of
-        the sum, the sum of the maxima, and ``nan`` for two empty blocks.
+        the sum, the sum of the maxima, the second block ignored, and ``nan`` for two
+        empty blocks.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from helpers.checks import check_online_softmax_merge
-    >>> def no_rescale(mu1, ell1, mu2, ell2):
-    ...     return np.maximum(mu1, mu2), ell1 + ell2
-    >>> report = check_online_softmax_merge(no_rescale)
-    >>> bool(report), report.failures[0].problem.split(":")[0]
-    (False, 'the sums are added without rescaling')
+    >>> def first_block(mu1, ell1, mu2, ell2):  # the second block is forgotten
+    ...     return mu1, ell1
+    >>> report = check_online_softmax_merge(first_block)
+    >>> report.status, "the second block is ignored" in repr(report)
+    ('failed', True)
     """
     rng = np.random.default_rng(5)
     layouts = []
     s1, s2 = rng.normal(size=(4, 6)) * 2, rng.normal(size=(4, 9)) * 2
-    layouts.append(("two blocks of ordinary scores", s1, s2))
-    layouts.append(("scores near 1e4 (a plain exp overflows)", s1 + 1e4, s2 + 9990.0))
-    layouts.append(("one block far larger than the other", s1 - 500.0, s2))
+    layouts.append(("two blocks of ordinary scores", s1, s2, _MERGE_TEXT))
+    layouts.append(
+        (
+            "scores near 1e4 (a plain exp overflows)",
+            s1 + 1e4,
+            s2 + 9990.0,
+            "scores near 1e4: mu is near 1e4, ell at most the number of scores, and nothing "
+            "overflows",
+        )
+    )
+    layouts.append(
+        (
+            "one block far larger than the other",
+            s1 - 500.0,
+            s2,
+            "the first block's scores are 500 below the second's: it adds almost nothing "
+            "to the union's ell",
+        )
+    )
     stats = []
-    for name, a, b in layouts:
+    for name, a, b, text in layouts:
         mu1, mu2 = a.max(axis=1), b.max(axis=1)
         l1 = np.exp(a - mu1[:, None]).sum(axis=1)
         l2 = np.exp(b - mu2[:, None]).sum(axis=1)
-        stats.append((name, mu1, l1, mu2, l2))
+        stats.append((name, mu1, l1, mu2, l2, text))
     inf = np.inf
     stats.append(
         (
@@ -178,33 +221,42 @@ def check_online_softmax_merge(
             np.array([0.0, 2.0, 0.0]),
             np.array([0.3, -inf, -inf]),
             np.array([3.0, 0.0, 0.0]),
+            _EMPTY_TEXT,
         )
     )
     specs = []
-    for name, mu1, l1, mu2, l2 in stats:
+    for name, mu1, l1, mu2, l2, text in stats:
         expected = _merge_reference(mu1, l1, mu2, l2)
-        hint = _EMPTY_HINT if "empty" in name else _MERGE_FORMULA
         specs.append(
             _Spec(
-                Case(name, {"mu1": mu1, "ell1": l1, "mu2": mu2, "ell2": l2}, expected, hint),
+                Case(name, {"mu1": mu1, "ell1": l1, "mu2": mu2, "ell2": l2}, expected, text),
                 lambda *arrays: arrays,
                 f"mu1, ell1, mu2, ell2: arrays of shape {mu1.shape} (output shown as [mu, ell])",
                 _merge_diagnose(mu1, l1, mu2, l2),
                 pick=_merge_pick,
             )
         )
-    return _run(fn, "check_online_softmax_merge", specs)
+    return _run(
+        fn,
+        "check_online_softmax_merge",
+        specs,
+        see=_ONLINE,
+        more="each block's ell is a sum of exponentials of its scores minus its own "
+        "maximum. Write the union's sum, taken relative to the union's maximum, in terms of "
+        "the two blocks' sums; then look at the rows where a block, or both, are empty",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
 # check_tiled_attention
 # ---------------------------------------------------------------------------
 
-_TILED_FORMULA = (
-    "for each block of queries keep mu (running max), ell (running sum) and U (running "
-    "output); for each block of keys: S = Qb Kc^T / sqrt(d_k), mu' = max(mu, rowmax S), "
-    "P = exp(S - mu'), ell = exp(mu - mu') ell + rowsum P, U = exp(mu - mu') U + P Vc; "
-    "finally O = U / ell"
+_TILED_TEXT = "the same output as attention computed at once, to rounding"
+_TILED_MORE = (
+    "keep, for each block of queries, a running maximum, a running sum and a running "
+    "unnormalised output over the keys seen so far; each block of keys updates them as "
+    "the merge rule merges two blocks, and the output is normalised once, at the end"
 )
 
 # The largest peak allowed in the memory case, as a share of one n x m float64 matrix.
@@ -240,44 +292,70 @@ def _tiled_variant(Q, K, V, block: int, slip: str) -> np.ndarray:
     return out
 
 
-def _tiled_diagnose(Q, K, V, block: int) -> Diagnose:
+def _tiled_candidates(Q, K, V, block: int) -> dict[str, tuple[np.ndarray, Finding]]:
+    """What each slip gives on these inputs, with what the report says about it."""
+    rescale = "the old running sum and output are relative to the old maximum"
     texts = {
         "no rescale": (
             "the running sum and output are not rescaled when the running maximum grows: "
-            "earlier blocks keep terms exp(s - old max)",
-            "multiply ell and U by exp(mu - mu_new) before adding the new block",
+            "earlier blocks keep terms relative to the old maximum",
+            rescale,
         ),
         "sum only": (
             "the running sum ell is rescaled when the running maximum grows, but the running "
             "output U is not: the earlier blocks' terms in U stay relative to the old maximum",
-            "rescale both by the same factor: U = exp(mu - mu_new)[:, None] * U + P @ Vc",
+            rescale,
         ),
         "output only": (
             "the running output U is rescaled when the running maximum grows, but the running "
             "sum ell is not: the earlier blocks' terms in ell stay relative to the old maximum",
-            "rescale both by the same factor: ell = exp(mu - mu_new) * ell + P.sum(axis=1)",
+            rescale,
         ),
         "blockwise softmax": (
             "each block of keys is normalised on its own and the block outputs averaged: "
             "a block's weights must be relative to the whole row",
-            _TILED_FORMULA,
+            "a block of high scores must weigh more than a block of low ones",
         ),
-        "no scale": ("the scores are not divided by sqrt(d_k)", "S = Qb @ Kc.T / np.sqrt(d_k)"),
+        "no scale": (
+            "the scores are not divided by sqrt(d_k)",
+            "the output must equal attention's, scaling included",
+        ),
         "last block dropped": (
             "the last, partial block of keys is left out (m is not a multiple of block_size)",
-            "loop with range(0, m, block_size) and slice K[k0 : k0 + block_size]",
+            "every key takes part, those of a partial last block too",
         ),
     }
 
+    with np.errstate(all="ignore"):
+        return {
+            slip: (_tiled_variant(Q, K, V, block, slip), Finding(*text))
+            for slip, text in texts.items()
+        }
+
+
+def _tiled_diagnose(Q, K, V, block: int) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
-        with np.errstate(all="ignore"):
-            candidates = {
-                slip: (_tiled_variant(Q, K, V, block, slip), Finding(*text))
-                for slip, text in texts.items()
-            }
-        return _first_match(got, candidates)
+        return _first_match(got, _tiled_candidates(Q, K, V, block))
 
     return diagnose
+
+
+_N_BIG, _BLOCK_BIG = 2048, 128
+
+
+@functools.cache
+def _tiled_big() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The memory case's inputs and answer, drawn and computed once: they never change
+    (nothing writes into them: the reader's function gets copies)."""
+    rng = np.random.default_rng(2048)
+    Q, K, V = (rng.normal(size=(_N_BIG, 4)) for _ in range(3))
+    return Q, K, V, scaled_dot_product_attention(Q, K, V)[0]
+
+
+@functools.cache
+def _tiled_big_candidates() -> dict[str, tuple[np.ndarray, Finding]]:
+    return _tiled_candidates(*_tiled_big()[:3], _BLOCK_BIG)
 
 
 def _memory_case(
@@ -330,7 +408,7 @@ def _memory_case(
     return _run(measured, check_name, [_Spec(case, arrange, shown, diagnose, pick=pick)])
 
 
-def check_tiled_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
+def check_tiled_attention(fn: Callable[..., npt.ArrayLike], *, hint: bool = False) -> CheckReport:
     """Check the reader's tiled attention: exact output, one tile of scores at a time.
 
     Parameters
@@ -339,69 +417,91 @@ def check_tiled_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
         ``fn(Q, K, V, block_size) -> output`` with ``Q (n, d_k)``, ``K (m, d_k)``,
         ``V (m, d_v)`` and a Python int ``block_size``; the output ``(n, d_v)`` must equal
         ``softmax(Q K^T / sqrt(d_k)) V``.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
-        Truthy iff every case matches :func:`helpers.scaled_dot_product_attention` and,
-        at ``n = m = 2048``, the function's peak memory (measured with ``tracemalloc``)
+        Truthy iff every case matches scaled dot-product attention and, at
+        ``n = m = 2048``, the function's peak memory (measured with ``tracemalloc``)
         stays below a quarter of one ``n x m`` float64 matrix. The report recognises a
         running sum and output that are not rescaled, or only one of the two rescaled,
         blocks normalised on their own, a missing ``1/sqrt(d_k)`` and a dropped last block.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from helpers import scaled_dot_product_attention
     >>> from helpers.checks import check_tiled_attention
-    >>> def not_tiled(Q, K, V, block_size):
-    ...     return scaled_dot_product_attention(Q, K, V)[0]
-    >>> report = check_tiled_attention(not_tiled)
-    >>> [r.name for r in report.failures]
-    ['no n x m matrix: n = m = 2048']
+    >>> def values_back(Q, K, V, block_size):  # the values themselves: no attention at all
+    ...     return V[: len(Q)]
+    >>> check_tiled_attention(values_back).status
+    'failed'
     """
     rng = np.random.default_rng(7)
     layouts = [
-        ("n = m = 64, blocks of 16", 64, 64, 16, 8, 1.0),
-        ("n = 50, m = 70: sizes not multiples of 16", 50, 70, 16, 8, 1.0),
-        ("one block larger than the sequence", 10, 12, 64, 4, 1.0),
-        ("scores near 1e4 (a plain exp overflows)", 20, 40, 8, 4, 60.0),
+        ("n = m = 64, blocks of 16", 64, 64, 16, 8, 1.0, _TILED_TEXT),
+        (
+            "n = 50, m = 70: sizes not multiples of 16",
+            50,
+            70,
+            16,
+            8,
+            1.0,
+            "n and m are not multiples of the block size: the last blocks are partial",
+        ),
+        (
+            "one block larger than the sequence",
+            10,
+            12,
+            64,
+            4,
+            1.0,
+            "a block larger than the sequence: a single tile of scores",
+        ),
+        (
+            "scores near 1e4 (a plain exp overflows)",
+            20,
+            40,
+            8,
+            4,
+            60.0,
+            f"scores near 1e4: nothing may overflow, as in the online softmax ({_ONLINE})",
+        ),
     ]
     specs = []
-    for name, n, m, block, d, spread in layouts:
+    for name, n, m, block, d, spread, text in layouts:
         Q = rng.normal(size=(n, d)) * spread
         K, V = rng.normal(size=(m, d)) * spread, rng.normal(size=(m, 3))
         expected = scaled_dot_product_attention(Q, K, V)[0]
         specs.append(
             _Spec(
-                Case(name, {"Q": Q, "K": K, "V": V}, expected, _TILED_FORMULA),
+                Case(name, {"Q": Q, "K": K, "V": V}, expected, text),
                 _append(block),
                 f"Q: {Q.shape}, K: {K.shape}, V: {V.shape}; block_size = {block}",
                 _tiled_diagnose(Q, K, V, block),
             )
         )
-    n_big, block_big = 2048, 128
-    Qb, Kb, Vb = (rng.normal(size=(n_big, 4)) for _ in range(3))
-    expected_big = scaled_dot_product_attention(Qb, Kb, Vb)[0]
+    Qb, Kb, Vb, expected_big = _tiled_big()
     report = _run(fn, "check_tiled_attention", specs)
     memory = _memory_case(
         fn,
         "check_tiled_attention",
         Case(
-            f"no n x m matrix: n = m = {n_big}",
+            f"no n x m matrix: n = m = {_N_BIG}",
             {"Q": Qb, "K": Kb, "V": Vb},
             expected_big,
-            _TILED_FORMULA,
+            f"{_TILED_TEXT}, with one tile of scores at a time",
         ),
-        block_big,
-        f"Q, K, V: ({n_big}, 4) each; block_size = {block_big}; peak memory measured",
-        n_big,
-        _tiled_diagnose(Qb, Kb, Vb, block_big),
+        _BLOCK_BIG,
+        f"Q, K, V: ({_N_BIG}, 4) each; block_size = {_BLOCK_BIG}; peak memory measured",
+        _N_BIG,
+        nan_aware(lambda case, got: _first_match(got, _tiled_big_candidates())),
     )
-    return CheckReport(
-        check="check_tiled_attention",
-        function=report.function,
-        results=report.results + memory.results,
+    return explain(
+        dataclasses.replace(report, results=report.results + memory.results),
+        see=_TILED,
+        more=_TILED_MORE,
+        hint=hint,
     )
 
 
@@ -409,9 +509,14 @@ def check_tiled_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
 # check_causal_linear_attention
 # ---------------------------------------------------------------------------
 
-_LINEAR_FORMULA = (
-    "o_i = phi(q_i) H_i / (phi(q_i) . z_i) with H_i = sum_{j <= i} phi(k_j)^T v_j and "
-    "z_i = sum_{j <= i} phi(k_j), phi(x) = elu(x) + 1 entry by entry"
+_LINEAR_TEXT = (
+    "the output of causal linear attention with the feature map elu + 1: token i uses the keys "
+    "j <= i, its own included, and its weights sum to 1"
+)
+_LINEAR_MORE = (
+    "both the numerator and the denominator of the causal form are sums over the keys up to "
+    "the query: keep them as running sums along the sequence, updated by each token before "
+    "it is used, and apply the feature map to the queries and the keys alike"
 )
 
 
@@ -443,14 +548,16 @@ def _causal_linear(
 
 
 def _linear_diagnose(Q, K, V) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        both = "both sums run over the keys up to the query"
         with np.errstate(all="ignore"):
             candidates = {
                 "not causal": (
                     _causal_linear(Q, K, V, num="all", den="all"),
                     Finding(
                         "every query uses every key: the sums are not causal",
-                        "sum over j <= i only: np.cumsum along the positions",
+                        "token i may not use the keys after it",
                     ),
                 ),
                 "exclusive": (
@@ -458,7 +565,7 @@ def _linear_diagnose(Q, K, V) -> Diagnose:
                     Finding(
                         "the sums stop before the query's own key (j < i); token i may attend "
                         "to itself",
-                        "add phi(k_i)^T v_i to the state before using it for query i",
+                        "each token's own key belongs to the sums it uses",
                     ),
                 ),
                 "no denominator": (
@@ -466,7 +573,7 @@ def _linear_diagnose(Q, K, V) -> Diagnose:
                     Finding(
                         "the output is not divided by phi(q_i) . z_i, so the weights do not "
                         "sum to 1",
-                        _LINEAR_FORMULA,
+                        "a query's weights sum to 1",
                     ),
                 ),
                 "relu + 1": (
@@ -474,21 +581,21 @@ def _linear_diagnose(Q, K, V) -> Diagnose:
                     Finding(
                         "the feature map is relu(x) + 1; the exercise uses elu(x) + 1 "
                         "(x + 1 for x > 0, exp(x) otherwise)",
-                        "phi = np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))",
+                        "the two differ on negative entries only",
                     ),
                 ),
                 "causal numerator only": (
                     _causal_linear(Q, K, V, den="all"),
                     Finding(
                         "the numerator is causal but the denominator sums over every key",
-                        "both sums run over j <= i",
+                        both,
                     ),
                 ),
                 "causal denominator only": (
                     _causal_linear(Q, K, V, num="all"),
                     Finding(
                         "the denominator is causal but the numerator sums over every key",
-                        "both sums run over j <= i",
+                        both,
                     ),
                 ),
             }
@@ -505,8 +612,7 @@ def _linear_diagnose(Q, K, V) -> Diagnose:
                         "the sums stop before the query's own key (j < i): rows 2 onwards are "
                         "those of exclusive prefix sums, and the first row, which sees no key "
                         "at all, was patched; token i may attend to itself",
-                        "add phi(k_i)^T v_i and phi(k_i) to the state before using it for "
-                        "query i: np.cumsum gives the inclusive sums directly",
+                        "each token's own key belongs to the sums it uses",
                     )
                 ]
         return found
@@ -533,23 +639,26 @@ def _exclusive_pick(Q, K, V) -> Callable[[object], object]:
                 "nan in the first row, the sums over j < i in the others",
                 "the sums stop before the query's own key (j < i), so the first token sees no "
                 "key at all (0 / 0); token i may attend to itself",
-                "add phi(k_i)^T v_i to the state before using it for query i",
+                "each token's own key belongs to the sums it uses",
             )
         return result
 
     return pick
 
 
-def check_causal_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
+def check_causal_linear_attention(
+    fn: Callable[..., npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's causal linear attention with the feature map elu + 1.
 
     Parameters
     ----------
     fn : callable
         ``fn(Q, K, V) -> output`` with ``Q``, ``K`` of shape ``(n, d)`` and ``V`` of
-        shape ``(n, d_v)``, computing
-        ``o_i = phi(q_i) H_i / (phi(q_i) . z_i)``, ``H_i = sum_{j <= i} phi(k_j)^T v_j``,
-        ``z_i = sum_{j <= i} phi(k_j)`` and ``phi(x) = elu(x) + 1``.
+        shape ``(n, d_v)``: causal linear attention with ``phi(x) = elu(x) + 1``, token
+        ``i`` using the keys ``j <= i``.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -562,28 +671,30 @@ def check_causal_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckRepo
 
     Examples
     --------
-    >>> import numpy as np
     >>> from helpers.checks import check_causal_linear_attention
-    >>> def not_causal(Q, K, V):
-    ...     phi = lambda x: np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))
-    ...     Qf, Kf = phi(Q), phi(K)
-    ...     return Qf @ (Kf.T @ V) / (Qf @ Kf.sum(axis=0))[:, None]
-    >>> report = check_causal_linear_attention(not_causal)
-    >>> report.failures[0].problem.split(":")[0]
-    'every query uses every key'
+    >>> def values_back(Q, K, V):  # each token's own value: no attention at all
+    ...     return V
+    >>> check_causal_linear_attention(values_back).status
+    'failed'
     """
     rng = np.random.default_rng(11)
     layouts = [
-        ("n = 6, d = 4", 6, 4, 2),
-        ("n = 40, d = 8, d_v = 5", 40, 8, 5),
-        ("a single token", 1, 3, 2),
+        ("n = 6, d = 4", 6, 4, 2, _LINEAR_TEXT),
+        ("n = 40, d = 8, d_v = 5", 40, 8, 5, _LINEAR_TEXT),
+        (
+            "a single token",
+            1,
+            3,
+            2,
+            "a single token attends to itself alone: the output is its value",
+        ),
     ]
     specs = []
-    for name, n, d, d_v in layouts:
+    for name, n, d, d_v, text in layouts:
         Q, K, V = rng.normal(size=(n, d)), rng.normal(size=(n, d)), rng.normal(size=(n, d_v))
         specs.append(
             _Spec(
-                Case(name, {"Q": Q, "K": K, "V": V}, _causal_linear(Q, K, V), _LINEAR_FORMULA),
+                Case(name, {"Q": Q, "K": K, "V": V}, _causal_linear(Q, K, V), text),
                 lambda *arrays: arrays,
                 f"Q: {Q.shape}, K: {K.shape}, V: {V.shape}",
                 _linear_diagnose(Q, K, V),
@@ -600,17 +711,18 @@ def check_causal_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckRepo
             f"no n x n matrix: n = {n_big}",
             {"Q": Qb, "K": Kb, "V": Vb},
             _causal_linear(Qb, Kb, Vb),
-            _LINEAR_FORMULA,
+            f"{_LINEAR_TEXT}; without any n x n matrix",
         ),
         None,
         f"Q, K, V: ({n_big}, 4) each; peak memory measured",
         n_big,
         _linear_diagnose(Qb, Kb, Vb),
     )
-    return CheckReport(
-        check="check_causal_linear_attention",
-        function=report.function,
-        results=report.results + memory.results,
+    return explain(
+        dataclasses.replace(report, results=report.results + memory.results),
+        see=_RUNNING_SUM,
+        more=_LINEAR_MORE,
+        hint=hint,
     )
 
 
@@ -618,9 +730,9 @@ def check_causal_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckRepo
 # check_kv_cache_bytes
 # ---------------------------------------------------------------------------
 
-_KV_FORMULA = (
-    "bytes = 2 (keys and values) * num_layers * n * num_kv_heads * d_head * batch * "
-    "bytes_per_number"
+_KV_TEXT = (
+    "count what the cache stores: which arrays, in which layers, for how many tokens of how "
+    "many sequences, and how many bytes each number takes"
 )
 
 
@@ -649,21 +761,25 @@ def _kv_diagnose(L: int, h_kv: int, d_head: int, n: int, b: int, nbytes: int, h:
         value = float(np.asarray(got).reshape(-1)[0])
         for expected, text in candidates.values():
             if expected != right and math.isclose(value, expected, rel_tol=1e-9):
-                return [Finding(text, _KV_FORMULA)]
+                return [Finding(text, _KV_TEXT)]
         return []
 
     return diagnose
 
 
-def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], object]) -> CheckReport:
+def check_kv_cache_bytes(
+    fn: Callable[[int, int, int, int, int, int], object], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's size of a key/value cache, in bytes.
 
     Parameters
     ----------
     fn : callable
         ``fn(num_layers, num_kv_heads, d_head, n, batch, bytes_per_number) -> bytes``,
-        called with Python ints: ``2 * num_layers * n * num_kv_heads * d_head * batch *
-        bytes_per_number``.
+        called with Python ints: the bytes of the key/value cache of ``batch`` sequences
+        of ``n`` tokens.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -675,9 +791,10 @@ def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], object]) -
     Examples
     --------
     >>> from helpers.checks import check_kv_cache_bytes
-    >>> report = check_kv_cache_bytes(lambda L, h_kv, d, n, b, nb: L * n * h_kv * d * b * nb)
-    >>> report.failures[0].problem.split(":")[0]
-    'the factor 2 is missing'
+    >>> def weights_only(num_layers, num_kv_heads, d_head, n, batch, bytes_per_number):
+    ...     return num_layers * num_kv_heads * d_head * bytes_per_number  # no token at all
+    >>> check_kv_cache_bytes(weights_only).status
+    'failed'
     """
     # (name, num_layers, num_kv_heads, d_head, n, batch, bytes, query heads of the model)
     layouts = [
@@ -700,7 +817,7 @@ def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], object]) -
         expected = np.array(float(2 * L * n * h_kv * d * b * nb))
         specs.append(
             _Spec(
-                Case(name, {}, expected, _KV_FORMULA, rtol=1e-12, atol=0.5),
+                Case(name, {}, expected, _KV_TEXT, rtol=1e-12, atol=0.5),
                 _append(L, h_kv, d, n, b, nb),
                 f"num_layers = {L}, num_kv_heads = {h_kv}, d_head = {d}, n = {n}, batch = {b}, "
                 f"bytes_per_number = {nb} (the model has {h} query heads)",
@@ -708,23 +825,38 @@ def check_kv_cache_bytes(fn: Callable[[int, int, int, int, int, int], object]) -
                 exact_integer=True,
             )
         )
-    return _run(fn, "check_kv_cache_bytes", specs)
+    return _run(
+        fn,
+        "check_kv_cache_bytes",
+        specs,
+        see=_KV_CACHE,
+        more="list what one token of one sequence adds to the cache in one layer, in "
+        "numbers, then multiply by everything that repeats it and by the size of a number",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
 # check_flash1_update (exercise 5.3: FlashAttention's first loop order)
 # ---------------------------------------------------------------------------
 
-_FLASH1_FORMULA = (
-    "S = Q K_c^T / sqrt(d_k), mu' = max(mu, rowmax S), P = exp(S - mu'), c = exp(mu - mu'), "
-    "ell' = c ell + rowsum P, out' = (c ell out + P V_c) / ell': the old output is normalised, "
-    "so c ell out is its unnormalised sum relative to the new maximum"
+_FLASH1_TEXT = (
+    "out normalised over every key seen so far and this block, with ell and mu the running "
+    "sum and maximum over those keys"
+)
+_FLASH1_MORE = (
+    "the old output is normalised: first recover what it stands for before normalisation, "
+    "relative to the old maximum; then merge it with the new block as the merge rule merges "
+    "two blocks' sums, and normalise again. On the first block the empty state must drop "
+    "out by itself"
 )
 _FLASH1_PARTS = ("out", "ell", "mu")
 
 
 def _flash1_step(out, ell, mu, Q, K_c, V_c, slip: str = "") -> tuple[np.ndarray, ...]:
     """The right update, or one with ``slip``."""
+    if slip == "unchanged":
+        return out, ell, mu
     scale = 1.0 if slip == "no scale" else 1 / math.sqrt(Q.shape[1])
     S = Q @ K_c.T * scale  # (n, b)
     mu_new = S.max(axis=1) if slip == "block max" else np.maximum(mu, S.max(axis=1))
@@ -752,38 +884,44 @@ _FLASH1_SLIPS = {
     "U": (
         "the output is not divided by the new ell: this is FlashAttention-2's unnormalised "
         "running output U, while this loop order keeps the output normalised after every block",
-        "return out' = (exp(mu - mu') * ell * out + P @ V_c) / ell'",
+        "out must stay normalised after every block: its weights sum to 1",
     ),
     "no ell": (
-        "the old output is rescaled by exp(mu - mu') but not multiplied by its ell: out is "
-        "normalised, so its unnormalised sum is ell * out",
-        "out' = (exp(mu - mu') * ell * out + P @ V_c) / ell'",
+        "the old output is rescaled for the new maximum but not multiplied by its ell: out "
+        "is normalised, so it does not stand for a sum of exponentials until it is",
+        "what sum of exponentials does the normalised old output stand for?",
     ),
     "not rescaled": (
-        "the old output is multiplied by its ell but not rescaled by exp(mu - mu') when the "
-        "running maximum grows",
-        "out' = (exp(mu - mu') * ell * out + P @ V_c) / ell'",
+        "the old output is multiplied by its ell but not rescaled when the running maximum grows",
+        "the old sums are relative to the old maximum",
     ),
     "ell not rescaled": (
-        "the running sum is not rescaled: ell' = ell + rowsum P keeps the old terms relative "
-        "to the old maximum",
-        "ell' = exp(mu - mu') * ell + P.sum(axis=1)",
+        "the running sum is not rescaled when the running maximum grows: it keeps the old "
+        "terms relative to the old maximum",
+        "the old sums are relative to the old maximum",
     ),
     "block max": (
-        "the new maximum is the block's own, not max(mu, rowmax S): the running maximum can "
-        "only grow",
-        "mu' = np.maximum(mu, S.max(axis=1))",
+        "the new maximum is the block's own: the running maximum is over every key seen",
+        "the running maximum can only grow",
     ),
     "block average": (
         "the block is normalised on its own and averaged with the old output: a block's "
-        "weight must be its share of the whole row, ell_block / ell'",
-        _FLASH1_FORMULA,
+        "weight must be its share of the whole row",
+        "a block of high scores must weigh more than a block of low ones",
     ),
-    "no scale": ("the scores are not divided by sqrt(d_k)", "S = Q @ K_c.T / np.sqrt(d_k)"),
+    "no scale": (
+        "the scores are not divided by sqrt(d_k)",
+        "the scores are scaled as in attention",
+    ),
+    "unchanged": (
+        "the state came back unchanged: the block's keys were not taken in",
+        _FLASH1_TEXT,
+    ),
 }
 
 
 def _flash1_diagnose(part: int) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         args = [np.asarray(case.inputs[k]) for k in ("out", "ell", "mu", "Q", "K_c", "V_c")]
         candidates = {
@@ -802,7 +940,7 @@ def _flash1_pick(part: int) -> Callable[[object], object]:
         raise _Unusable(
             type(result).__name__,
             "expected a tuple (out, ell, mu) of the new state",
-            "return out_new, ell_new, mu_new",
+            "return the three arrays of the new state, in that order",
         )
 
     return pick
@@ -818,7 +956,7 @@ def _flash1_state(Q, K, V, blocks: int, size: int):
     return out, ell, mu, K[blocks * size :], V[blocks * size :]
 
 
-def check_flash1_update(fn: Callable[..., object]) -> CheckReport:
+def check_flash1_update(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check the reader's key-block step of FlashAttention's first loop order.
 
     Parameters
@@ -830,6 +968,8 @@ def check_flash1_update(fn: Callable[..., object]) -> CheckReport:
         scores (``out = 0``, ``ell = 0``, ``mu = -inf`` before any key); ``K_c (b, d_k)``
         and ``V_c (b, d_v)`` are the next block of keys and values. Returns the state over
         the keys seen so far and this block, ``out_new`` normalised.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -839,23 +979,30 @@ def check_flash1_update(fn: Callable[..., object]) -> CheckReport:
         ``ell_new``, ``mu_new`` in two. The report recognises FlashAttention-2's
         unnormalised output, the old output not multiplied by its ``ell`` or not
         rescaled, ``ell`` not rescaled, the block's own maximum, each block normalised
-        and averaged, and a missing ``1/sqrt(d_k)``.
+        and averaged, a missing ``1/sqrt(d_k)``, and the state returned unchanged.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from helpers.checks import check_flash1_update
-    >>> def unnormalised(out, ell, mu, Q, K_c, V_c):  # FlashAttention-2's U: a slip here
-    ...     S = Q @ K_c.T / np.sqrt(Q.shape[1])
-    ...     mu_new = np.maximum(mu, S.max(axis=1))
-    ...     P, c = np.exp(S - mu_new[:, None]), np.exp(mu - mu_new)
-    ...     return c[:, None] * out + P @ V_c, c * ell + P.sum(axis=1), mu_new
-    >>> report = check_flash1_update(unnormalised)
+    >>> def unchanged(out, ell, mu, Q, K_c, V_c):  # the new block is never taken in
+    ...     return out, ell, mu
+    >>> report = check_flash1_update(unchanged)
     >>> bool(report), report.failures[0].problem.split(":")[0]
-    (False, 'the output is not divided by the new ell')
+    (False, 'the state came back unchanged')
     """
     rng = np.random.default_rng(11)
     specs = []
+    texts = {
+        "the first block (empty state)": "before any key the state is empty (out = 0, "
+        "ell = 0, mu = -inf): the new state is that of this block alone",
+        "a block that raises the maximum": "this block's scores exceed the running maximum: "
+        "the old state is relative to a maximum that is no longer the largest",
+        "a block below the maximum": "this block's scores stay below the running maximum, "
+        "which does not change",
+        "scores near 1e4": "scores near 1e4: nothing may overflow",
+        "cross shapes (n=5, b=2, d_k=6, d_v=7)": "n, b, d_k and d_v all different: out is "
+        "(n, d_v), ell and mu (n,)",
+    }
 
     def add(name: str, state, Q, part: int = 0) -> None:
         out, ell, mu, K_c, V_c = state
@@ -868,7 +1015,7 @@ def check_flash1_update(fn: Callable[..., object]) -> CheckReport:
         label = name if part == 0 else f"{name}: {_FLASH1_PARTS[part]}"
         specs.append(
             _Spec(
-                Case(label, inputs, expected, _FLASH1_FORMULA),
+                Case(label, inputs, expected, texts.get(name, _FLASH1_TEXT)),
                 lambda *arrays: arrays,
                 shown,
                 _flash1_diagnose(part),
@@ -897,24 +1044,36 @@ def check_flash1_update(fn: Callable[..., object]) -> CheckReport:
     )
     for part in (1, 2):
         add("a block that raises the maximum", _flash1_state(Q, K_up, V, 2, 4), Q, part)
-    return _run(fn, "check_flash1_update", specs)
+    return _run(
+        fn,
+        "check_flash1_update",
+        specs,
+        see=f"{_ONLINE} and {_TILED}",
+        more=_FLASH1_MORE,
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
 # check_chunked_linear_attention (exercise 5.4: causal linear attention in chunks)
 # ---------------------------------------------------------------------------
 
-_CHUNK_FORMULA = (
-    "for token i of a chunk starting at c0: o_i = (phi(q_i) H + sum_{c0 <= j <= i} "
-    "(phi(q_i) . phi(k_j)) v_j) / (phi(q_i) . z + sum_{c0 <= j <= i} phi(q_i) . phi(k_j)), "
-    "with (H, z) the running state of the tokens before c0; after the chunk, add its "
-    "phi(k_j)^T v_j and phi(k_j) to the state"
+_CHUNK_TEXT = (
+    "the output of causal linear attention with the feature map elu + 1, the same whatever "
+    "the chunk: token i uses the keys j <= i, its own included, and its weights sum to 1"
+)
+_CHUNK_MORE = (
+    "the two sums of the causal form run over the keys up to the query: some of those keys "
+    "are in earlier chunks, some in the query's own chunk. Find for each part a way to "
+    "compute it within the memory the statement allows, then decide when a chunk joins "
+    "what is carried forward"
 )
 
 
 def _chunked_variant(Q, K, V, chunk: int, slip: str = "") -> np.ndarray:
     """Causal linear attention chunk by chunk, right or with ``slip``."""
-    Qf, Kf = _elu1(Q), _elu1(K)
+    Qf = Q if slip in ("no phi on the queries", "no phi") else _elu1(Q)
+    Kf = K if slip in ("no phi on the keys", "no phi") else _elu1(K)
     n = Q.shape[0]
     H, z = np.zeros((Kf.shape[1], V.shape[1])), np.zeros(Kf.shape[1])
     out = np.empty((n, V.shape[1]))
@@ -944,49 +1103,82 @@ _CHUNK_SLIPS = {
     "state first": (
         "the chunk's own keys are added to the running state before it is used, and counted "
         "a second time by the sum inside the chunk",
-        "use the state of the tokens before the chunk, then add the chunk's keys after it",
+        "the state a chunk uses holds the tokens before the chunk only",
     ),
     "not causal inside": (
         "inside a chunk every query uses every key of the chunk, the later ones too",
-        "keep j <= i inside the chunk: multiply the C x C matrix by np.tril(np.ones((C, C)))",
+        "a query may not use the keys after it, inside its own chunk too",
     ),
     "strict inside": (
         "inside a chunk a query leaves out its own key (j < i); token i may attend to itself",
-        "np.tril with the diagonal: np.tril(np.ones((C, C)))",
+        "each token's own key belongs to the sums it uses",
     ),
     "no inside": (
         "the keys of the query's own chunk are left out: only the state of earlier chunks is used",
-        _CHUNK_FORMULA,
+        "a query uses the keys of its own chunk up to itself as well",
     ),
     "no state update": (
         "the running state is never updated: a query sees only the keys of its own chunk",
-        "after each chunk: H = H + phi(K_c)^T V_c and z = z + phi(K_c).sum(axis=0)",
+        "the state carries every earlier chunk",
     ),
     "no denominator": (
-        "the output is not divided by phi(q_i) . z + the chunk's row sum, so the weights do not "
-        "sum to 1",
-        _CHUNK_FORMULA,
+        "the output is not divided by the sum of its weights, so they do not sum to 1",
+        "a query's weights sum to 1",
     ),
     "last chunk dropped": (
         "the last, partial chunk is left out (n is not a multiple of chunk)",
-        "loop with range(0, n, chunk) and slice Q[c0 : c0 + chunk]",
+        "every token takes part, those of a partial last chunk too",
+    ),
+    "no phi on the queries": (
+        "the feature map is applied to the keys but not to the queries",
+        "the feature map applies to the queries and to the keys alike",
+    ),
+    "no phi on the keys": (
+        "the feature map is applied to the queries but not to the keys",
+        "the feature map applies to the queries and to the keys alike",
+    ),
+    "no phi": (
+        "no feature map: the queries and keys are used as they are, so a weight can be negative",
+        "the feature map makes every weight positive",
     ),
 }
 
 
+def _chunked_candidates(Q, K, V, chunk: int) -> dict[str, tuple[np.ndarray, Finding]]:
+    with np.errstate(all="ignore"):
+        return {
+            slip: (_chunked_variant(Q, K, V, chunk, slip), Finding(*text))
+            for slip, text in _CHUNK_SLIPS.items()
+        }
+
+
 def _chunked_diagnose(Q, K, V, chunk: int) -> Diagnose:
+    @nan_aware
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
-        with np.errstate(all="ignore"):
-            candidates = {
-                slip: (_chunked_variant(Q, K, V, chunk, slip), Finding(*text))
-                for slip, text in _CHUNK_SLIPS.items()
-            }
-        return _first_match(got, candidates)
+        return _first_match(got, _chunked_candidates(Q, K, V, chunk))
 
     return diagnose
 
 
-def check_chunked_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
+_D_BIG, _CHUNK_BIG = 64, 64
+
+
+@functools.cache
+def _chunked_big() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The memory case's inputs and answer, computed once (see :func:`_tiled_big`)."""
+    rng = np.random.default_rng(2064)
+    Q, K, V = (rng.normal(size=(_N_BIG, _D_BIG)) / 4 for _ in range(3))
+    return Q, K, V, _chunked_variant(Q, K, V, _CHUNK_BIG)
+
+
+@functools.cache
+def _chunked_big_candidates() -> dict[str, tuple[np.ndarray, Finding]]:
+    return _chunked_candidates(*_chunked_big()[:3], _CHUNK_BIG)
+
+
+def check_chunked_linear_attention(
+    fn: Callable[..., npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's causal linear attention computed in chunks.
 
     Parameters
@@ -996,6 +1188,8 @@ def check_chunked_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckRep
         a Python int: causal linear attention with ``phi = elu + 1``, shape ``(n, d_v)``,
         computed chunk by chunk (a ``chunk x chunk`` matrix inside each chunk, a running
         state across chunks).
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -1006,39 +1200,46 @@ def check_chunked_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckRep
         MiB, one state per token 64 MiB). The report recognises the
         chunk's keys counted twice (state updated before use), a chunk not causal inside
         or without its diagonal, the chunk's own keys or the earlier chunks left out, no
-        denominator, and the last partial chunk dropped.
+        denominator, the last partial chunk dropped, and the feature map missing on the
+        queries, on the keys or on both.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from helpers.checks import check_chunked_linear_attention
-    >>> def full_chunks(Q, K, V, chunk):  # inside a chunk, not causal: a slip
-    ...     phi = lambda x: np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
-    ...     H, z, out = np.zeros((Q.shape[1], V.shape[1])), np.zeros(Q.shape[1]), []
-    ...     for c0 in range(0, len(Q), chunk):
-    ...         q, k, v = phi(Q[c0 : c0 + chunk]), phi(K[c0 : c0 + chunk]), V[c0 : c0 + chunk]
-    ...         W = q @ k.T
-    ...         out.append((q @ H + W @ v) / (q @ z + W.sum(axis=1))[:, None])
-    ...         H, z = H + k.T @ v, z + k.sum(axis=0)
-    ...     return np.concatenate(out)
-    >>> report = check_chunked_linear_attention(full_chunks)
-    >>> report.failures[0].problem.split(",")[0]
-    'inside a chunk every query uses every key of the chunk'
+    >>> def values_back(Q, K, V, chunk):  # each token's own value: no attention at all
+    ...     return V
+    >>> check_chunked_linear_attention(values_back).status
+    'failed'
     """
     rng = np.random.default_rng(12)
     layouts = [
-        ("chunks of 4, n = 12", 12, 4),
-        ("chunks of 3, n = 10 (a partial last chunk)", 10, 3),
-        ("chunks of 1 (the running state)", 6, 1),
-        ("one chunk longer than the sequence", 7, 16),
-        ("chunks of 16, n = 40", 40, 16),
+        ("chunks of 4, n = 12", 12, 4, _CHUNK_TEXT),
+        (
+            "chunks of 3, n = 10 (a partial last chunk)",
+            10,
+            3,
+            "n is not a multiple of the chunk: the last chunk has a single token",
+        ),
+        (
+            "chunks of 1 (the running state)",
+            6,
+            1,
+            "chunks of one token: the state alone carries every earlier key",
+        ),
+        (
+            "one chunk longer than the sequence",
+            7,
+            16,
+            "one chunk covers the whole sequence: its masked C x C matrix alone",
+        ),
+        ("chunks of 16, n = 40", 40, 16, _CHUNK_TEXT),
     ]
     specs = []
-    for name, n, chunk in layouts:
+    for name, n, chunk, text in layouts:
         Q, K, V = rng.normal(size=(n, 4)), rng.normal(size=(n, 4)), rng.normal(size=(n, 3))
         specs.append(
             _Spec(
-                Case(name, {"Q": Q, "K": K, "V": V}, _causal_linear(Q, K, V), _CHUNK_FORMULA),
+                Case(name, {"Q": Q, "K": K, "V": V}, _causal_linear(Q, K, V), text),
                 _append(chunk),
                 f"Q, K: {Q.shape}, V: {V.shape}, chunk = {chunk}",
                 _chunked_diagnose(Q, K, V, chunk),
@@ -1048,25 +1249,25 @@ def check_chunked_linear_attention(fn: Callable[..., npt.ArrayLike]) -> CheckRep
     # d = d_v = 64: one state per token, an (n, d, d_v) array, is 64 MiB, n x n is 32 MiB,
     # a chunked answer about 2 MiB. The limit leaves room for what grading adds in this
     # process (the inputs, encoded for the student's kernel: about 10 MiB here).
-    n_big, d_big = 2048, 64
-    Qb, Kb, Vb = (rng.normal(size=(n_big, d_big)) / 4 for _ in range(3))
+    Qb, Kb, Vb, expected_big = _chunked_big()
     memory = _memory_case(
         fn,
         "check_chunked_linear_attention",
         Case(
-            f"no n x n matrix, no state per token: n = {n_big}, chunks of 64",
+            f"no n x n matrix, no state per token: n = {_N_BIG}, chunks of {_CHUNK_BIG}",
             {"Q": Qb, "K": Kb, "V": Vb},
-            _chunked_variant(Qb, Kb, Vb, 64),
-            _CHUNK_FORMULA,
+            expected_big,
+            f"{_CHUNK_TEXT}; with one C x C matrix and one d x d_v state at a time",
         ),
-        64,
-        f"Q, K, V: ({n_big}, {d_big}) each, chunk = 64; peak memory measured",
-        n_big,
-        _chunked_diagnose(Qb, Kb, Vb, 64),
+        _CHUNK_BIG,
+        f"Q, K, V: ({_N_BIG}, {_D_BIG}) each, chunk = {_CHUNK_BIG}; peak memory measured",
+        _N_BIG,
+        nan_aware(lambda case, got: _first_match(got, _chunked_big_candidates())),
         limit=24 * 2**20,
     )
-    return CheckReport(
-        check="check_chunked_linear_attention",
-        function=report.function,
-        results=report.results + memory.results,
+    return explain(
+        dataclasses.replace(report, results=report.results + memory.results),
+        see=_RUNNING_SUM,
+        more=_CHUNK_MORE,
+        hint=hint,
     )

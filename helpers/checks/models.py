@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from helpers.checks.core import Case, CheckReport, Finding, run_checks
+from helpers.checks.core import Case, CheckReport, Finding, run_checks, section
 from helpers.models import IGNORE_INDEX, beam_search, next_token_distribution
 from helpers.moe import load_balancing_loss, top_k_gating
 from helpers.softmax import softmax
@@ -68,9 +68,9 @@ def _topk_slips(h: np.ndarray, k: int) -> list[tuple[np.ndarray, Finding]]:
         (
             softmax(np.where(small, h, -np.inf)),
             Finding(
-                "the k SMALLEST logits were selected (an ascending sort read from the front, "
-                "or np.argsort(h)[..., :k]): the router must pick the experts it scores highest",
-                "take the last k of np.argsort(h, axis=-1), or np.argsort(-h, axis=-1)[..., :k]",
+                "the k SMALLEST logits were selected (an ascending sort read from the front): "
+                "the router must pick the experts it scores highest",
+                "the router keeps the experts with the largest logits",
             ),
         ),
         (
@@ -78,34 +78,45 @@ def _topk_slips(h: np.ndarray, k: int) -> list[tuple[np.ndarray, Finding]]:
             Finding(
                 "the gates are the full softmax's values at the top k, not renormalised: "
                 "they sum to less than 1",
-                "divide the selected probabilities by their sum (or take the softmax of the "
-                "k selected logits only)",
+                "the gates of a token sum to 1",
             ),
         ),
         (
             p,
             Finding(
                 "every expert keeps its softmax weight: nothing outside the top k was zeroed",
-                "set every gate outside the k largest logits to 0 (their logits to -inf "
-                "before the softmax)",
+                "a gate outside the top k is exactly 0",
             ),
         ),
         (
             sel / k,
             Finding(
                 "the selected experts get equal gates 1/k: the gates must depend on the logits",
-                "softmax over the k selected logits",
+                "a larger logit gets a larger gate",
             ),
         ),
     ]
 
 
-def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
+def check_top_k_gating(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check ``fn(router_logits, k) -> gates`` (``(..., E)``, or a tuple starting with it).
 
     The gates must be zero outside each row's ``k`` largest logits and equal to the
-    softmax of those ``k`` logits (Shazeer et al. 2017, Mixtral). Recognised slips: the
-    ``k`` smallest logits selected, no renormalisation, no zeroing, equal gates ``1/k``.
+    softmax of those ``k`` logits (Shazeer et al. 2017, Mixtral); ``k`` arrives as a
+    Python int. ``hint=True`` adds a fuller hint to a failing report. Recognised slips:
+    the ``k`` smallest logits selected, no renormalisation, no zeroing, equal gates
+    ``1/k``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_top_k_gating
+    >>> def first_k(router_logits, k):  # the first k experts, whatever the logits
+    ...     gates = np.zeros(np.shape(router_logits))
+    ...     gates[..., :k] = 1 / k
+    ...     return gates
+    >>> check_top_k_gating(first_k).status
+    'failed'
     """
     _require_callable(fn, "check_top_k_gating")
 
@@ -114,28 +125,53 @@ def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
         return _first(fn(router_logits, int(k)))
 
     raw = [
-        ("one token, k = 2", np.array([1.0, 3.0, 0.0, 2.0]), 2),
-        ("a batch of tokens, k = 2", np.array([[0.5, -1.0, 2.0], [0.1, 0.2, 0.3]]), 2),
-        ("k = 1 (one expert, gate 1)", np.array([[0.3, 1.2, -0.4, 0.0]]), 1),
-        ("k = N: the plain softmax", np.array([[1.0, 2.0, 3.0]]), 3),
-        ("large logits", np.array([[1000.0, 999.0, -1000.0, 0.0]]), 2),
+        (
+            "one token, k = 2",
+            np.array([1.0, 3.0, 0.0, 2.0]),
+            2,
+            "the experts with logits 3 and 2 are kept, the others get 0; the two gates sum to 1",
+        ),
+        (
+            "a batch of tokens, k = 2",
+            np.array([[0.5, -1.0, 2.0], [0.1, 0.2, 0.3]]),
+            2,
+            "each token keeps its own two experts",
+        ),
+        (
+            "k = 1 (one expert, gate 1)",
+            np.array([[0.3, 1.2, -0.4, 0.0]]),
+            1,
+            "one expert kept: its gate is 1",
+        ),
+        ("k = N: the plain softmax", np.array([[1.0, 2.0, 3.0]]), 3, "every expert kept"),
+        (
+            "large logits",
+            np.array([[1000.0, 999.0, -1000.0, 0.0]]),
+            2,
+            'logits near 1000: the gates are finite (chapter 1, "Computing softmax without '
+            'overflow")',
+        ),
     ]
     cases = [
-        Case(
-            name,
-            {"router_logits": h, "k": np.array(k)},
-            top_k_gating(h, k)[0],
-            hint="keep the k largest logits of each row, take their softmax (max-shift "
-            "first), put the results at their positions and 0 elsewhere",
-        )
-        for name, h, k in raw
+        Case(name, {"router_logits": h, "k": np.array(k)}, top_k_gating(h, k)[0], hint=text)
+        for name, h, k, text in raw
     ]
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         h, k = case.inputs["router_logits"], int(case.inputs["k"])
         return _recognise(got, _topk_slips(h, k))
 
-    return run_checks(call, cases, check_name="check_top_k_gating", diagnose=diagnose)
+    return run_checks(
+        call,
+        cases,
+        check_name="check_top_k_gating",
+        diagnose=diagnose,
+        see=section(7, "Top-k gating"),
+        more="choose each token's k experts from its logits, then make their gates a "
+        "distribution over those k alone, as a softmax would over their logits; every other "
+        "expert gets exactly 0",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -143,15 +179,23 @@ def check_top_k_gating(fn: Callable[..., object]) -> CheckReport:
 # ---------------------------------------------------------------------------
 
 
-def check_load_balancing_loss(fn: Callable[..., object]) -> CheckReport:
+def check_load_balancing_loss(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check ``fn(router_probs, expert_indices, num_experts) -> float``: ``N Σ f_i P_i``.
 
     ``f_i`` is the fraction of the ``k T`` token-to-expert assignments that go to expert
-    ``i`` and ``P_i`` the mean router probability of expert ``i``. Recognised slips:
-    counting the ``k`` choices without dividing by ``k`` (Hugging Face's convention,
-    ``k`` times larger), forgetting the factor ``N``, ``f`` computed from the
-    probabilities (``N Σ P_i²``), the gates' fractions and probabilities swapped in a
-    way that changes the value.
+    ``i`` and ``P_i`` the mean router probability of expert ``i``; ``num_experts``
+    arrives as a Python int. ``hint=True`` adds a fuller hint to a failing report.
+    Recognised slips: counting the ``k`` choices without dividing by ``k`` (Hugging
+    Face's convention, ``k`` times larger), forgetting the factor ``N``, ``f`` computed
+    from the probabilities (``N Σ P_i²``).
+
+    Examples
+    --------
+    >>> from helpers.checks import check_load_balancing_loss
+    >>> def always_balanced(router_probs, expert_indices, num_experts):  # no measurement
+    ...     return 1.0
+    >>> [r.name for r in check_load_balancing_loss(always_balanced).results if r.passed]
+    ['uniform router: 1']
     """
     _require_callable(fn, "check_load_balancing_loss")
 
@@ -162,20 +206,43 @@ def check_load_balancing_loss(fn: Callable[..., object]) -> CheckReport:
     p4 = softmax(np.array([[2.0, 0.0, 0.0, -1.0], [1.0, 1.5, 0.0, 0.0], [0.0, 0.0, 3.0, 0.0]]))
     p3 = softmax(np.array([[1.0, 0.0, -1.0], [0.5, 0.0, 2.0], [0.0, 1.0, 0.0], [2.0, 1.0, 0.0]]))
     raw = [
-        ("k = 1, three tokens", p4, np.array([[0], [1], [2]]), 4),
-        ("k = 2, four tokens", p3, np.argsort(-p3, axis=-1)[:, :2], 3),
-        ("uniform router: 1", np.full((4, 2), 0.5), np.array([[0], [1], [1], [0]]), 2),
-        ("collapse: N", np.tile([1.0, 0.0, 0.0], (3, 1)), np.zeros((3, 1), int), 3),
+        (
+            "k = 1, three tokens",
+            p4,
+            np.array([[0], [1], [2]]),
+            4,
+            "three tokens, one expert each, four experts: expert 3 gets no token",
+        ),
+        (
+            "k = 2, four tokens",
+            p3,
+            np.argsort(-p3, axis=-1)[:, :2],
+            3,
+            "four tokens sent to two experts each: eight assignments",
+        ),
+        (
+            "uniform router: 1",
+            np.full((4, 2), 0.5),
+            np.array([[0], [1], [1], [0]]),
+            2,
+            "perfectly balanced routing gives 1, whatever the number of experts",
+        ),
+        (
+            "collapse: N",
+            np.tile([1.0, 0.0, 0.0], (3, 1)),
+            np.zeros((3, 1), int),
+            3,
+            "every token sent to expert 0 with probability 1: the loss's largest value, N",
+        ),
     ]
     cases = [
         Case(
             name,
             {"router_probs": p, "expert_indices": idx, "num_experts": np.array(E)},
             np.array(load_balancing_loss(p, idx, E)),
-            hint="f_i = (number of assignments to expert i) / (k T), P_i = mean over the "
-            "tokens of router_probs[:, i]; return N * sum(f * P)",
+            hint=text,
         )
-        for name, p, idx, E in raw
+        for name, p, idx, E, text in raw
     ]
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
@@ -191,14 +258,14 @@ def check_load_balancing_loss(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "the loss is k times too large: the k choices of each token were counted "
                     "without dividing by k (Hugging Face's Mixtral convention)",
-                    "divide the counts by k T, so that the fractions f_i sum to 1",
+                    "the fractions f_i sum to 1 over the experts",
                 ),
             ),
             (
                 np.array(ref / E),
                 Finding(
                     "the factor N (the number of experts) is missing",
-                    "multiply by N so that uniform routing gives 1 whatever N is",
+                    "perfectly balanced routing gives 1, whatever the number of experts",
                 ),
             ),
             (
@@ -213,7 +280,18 @@ def check_load_balancing_loss(fn: Callable[..., object]) -> CheckReport:
             return _recognise(got, slips[1:])  # for k = 1 the first slip is the answer
         return _recognise(got, slips)
 
-    return run_checks(call, cases, check_name="check_load_balancing_loss", diagnose=diagnose)
+    return run_checks(
+        call,
+        cases,
+        check_name="check_load_balancing_loss",
+        diagnose=diagnose,
+        see=section(7, "The load-balancing loss"),
+        more="f says where the tokens were sent (count the assignments in expert_indices), "
+        "P what the router wanted (average router_probs over the tokens); both are "
+        "fractions over the experts. The loss combines them expert by expert and is scaled "
+        "so that balanced routing gives 1",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -241,7 +319,7 @@ def _mlm_reference(
     return np.stack([corrupted, labels])
 
 
-def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
+def check_mlm_corruption(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check ``fn(input_ids, u_select, u_kind, random_ids, mask_token_id)``.
 
     It must return ``(corrupted, labels)``: token ``t`` is selected when
@@ -250,6 +328,16 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
     ``labels`` is the original token where selected and ``-100`` elsewhere. Recognised
     slips: every selected token masked (no 80/10/10), labels at every position, the
     80% [MASK] and 10% random branches exchanged, the random and keep branches exchanged.
+    ``mask_token_id`` arrives as a Python int; ``hint=True`` adds a fuller hint to a
+    failing report.
+
+    Examples
+    --------
+    >>> from helpers.checks import check_mlm_corruption
+    >>> def untouched(input_ids, u_select, u_kind, random_ids, mask_token_id):
+    ...     return input_ids, input_ids  # nothing corrupted, every label kept
+    >>> check_mlm_corruption(untouched).status
+    'failed'
     """
     _require_callable(fn, "check_mlm_corruption")
 
@@ -266,8 +354,25 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
     rand = np.array([40, 41, 42, 43, 44, 45, 46, 47])
     batch_ids = np.array([[5, 6, 7], [8, 9, 10]])
     raw = [
-        ("eight tokens, all three kinds", ids, u_sel, u_kind, rand, 3),
-        ("nothing selected", ids, np.full(8, 0.5), u_kind, rand, 3),
+        (
+            "eight tokens, all three kinds",
+            ids,
+            u_sel,
+            u_kind,
+            rand,
+            3,
+            "tokens 0, 2, 3 and 5 are selected (u_select < 0.15), and among them each of "
+            "the three kinds occurs",
+        ),
+        (
+            "nothing selected",
+            ids,
+            np.full(8, 0.5),
+            u_kind,
+            rand,
+            3,
+            "no token is selected: the input comes back unchanged, and the loss sees nothing",
+        ),
         (
             "a batch of two sequences",
             batch_ids,
@@ -275,6 +380,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
             np.array([[0.5, 0.5, 0.85], [0.95, 0.1, 0.2]]),
             np.array([[30, 31, 32], [33, 34, 35]]),
             1,
+            "the same rule on a batch, token by token",
         ),
     ]
     cases = [
@@ -288,10 +394,9 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 "mask_token_id": np.array(m),
             },
             _mlm_reference(i, us, uk, r, m),
-            hint="selected = u_select < 0.15; among them [MASK] if u_kind < 0.8, the random "
-            "id if u_kind < 0.9, else unchanged; labels = where(selected, input_ids, -100)",
+            hint=text,
         )
-        for name, i, us, uk, r, m in raw
+        for name, i, us, uk, r, m, text in raw
     ]
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
@@ -303,7 +408,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "every selected token became [MASK]: BERT masks 80%, replaces 10% by a "
                     "random token and keeps 10%",
-                    "use u_kind to choose among [MASK] (< 0.8), random (< 0.9) and unchanged",
+                    "u_kind decides which of the three things happens to a selected token",
                 ),
             ),
             (
@@ -311,7 +416,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "labels are set at every position: the loss would also train the model to "
                     "copy the tokens it can see",
-                    "labels = -100 wherever the token was not selected",
+                    "the loss sees the selected tokens only",
                 ),
             ),
             (
@@ -319,8 +424,7 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "the 80% and 10% branches are exchanged: 10% of the selected tokens became "
                     "[MASK] and 80% a random token",
-                    "u_kind < 0.8: [MASK]; 0.8 <= u_kind < 0.9: random id; u_kind >= 0.9: "
-                    "unchanged",
+                    "reread the statement's thresholds of u_kind, branch by branch",
                 ),
             ),
             (
@@ -328,13 +432,23 @@ def check_mlm_corruption(fn: Callable[..., object]) -> CheckReport:
                 Finding(
                     "the random and the unchanged branches are exchanged (u_kind >= 0.9 should "
                     "keep the token)",
-                    "0.8 <= u_kind < 0.9: random id; u_kind >= 0.9: unchanged",
+                    "reread the statement's thresholds of u_kind, branch by branch",
                 ),
             ),
         ]
         return _recognise(got, slips)
 
-    return run_checks(call, cases, check_name="check_mlm_corruption", diagnose=diagnose)
+    return run_checks(
+        call,
+        cases,
+        check_name="check_mlm_corruption",
+        diagnose=diagnose,
+        see=section(7, "The masked-language-model objective"),
+        more="decide first, token by token, whether it is selected; then, for the selected "
+        "ones only, which of the three things happens, from u_kind; the labels follow the "
+        "selection alone",
+        hint=hint,
+    )
 
 
 def _swap_branches(ids, u_select, u_kind, random_ids, mask_id) -> np.ndarray:
@@ -351,12 +465,23 @@ def _swap_branches(ids, u_select, u_kind, random_ids, mask_id) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
+def check_next_token_distribution(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check ``fn(logits, temperature, top_k) -> probs``: softmax(z / τ) over the top ``k``.
 
-    ``top_k=None`` keeps every token. Recognised slips: the temperature multiplying the
-    logits, dividing the probabilities by the temperature, top-``k`` applied after the
-    softmax without renormalising, ``k - 1`` or ``k + 1`` tokens kept.
+    ``top_k=None`` keeps every token; ``temperature`` arrives as a Python float and
+    ``top_k`` as a Python int or None. ``hint=True`` adds a fuller hint to a failing
+    report. Recognised slips: the temperature multiplying the logits, dividing the
+    probabilities by the temperature, top-``k`` applied after the softmax without
+    renormalising, ``k - 1`` or ``k + 1`` tokens kept.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from helpers.checks import check_next_token_distribution
+    >>> def greedy(logits, temperature, top_k):  # all the probability on the largest logit
+    ...     return (logits == logits.max(axis=-1, keepdims=True)).astype(float)
+    >>> check_next_token_distribution(greedy).status
+    'failed'
     """
     _require_callable(fn, "check_next_token_distribution")
 
@@ -366,21 +491,51 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
         return fn(logits, float(temperature), None if k == 0 else k)
 
     raw = [
-        ("τ = 1, every token", np.array([2.0, 1.0, 0.5, -1.0]), 1.0, 0),
-        ("τ = 0.5, every token", np.array([2.0, 1.0, 0.5, -1.0]), 0.5, 0),
-        ("τ = 2, top 2", np.array([[0.0, 3.0, 1.0, 2.0], [1.0, -1.0, 0.5, 0.0]]), 2.0, 2),
-        ("τ = 0.8, top 3 of 5", np.array([0.3, -0.2, 1.7, 0.9, 1.1]), 0.8, 3),
-        ("large logits, τ = 0.1", np.array([500.0, 499.0, -500.0]), 0.1, 2),
+        (
+            "τ = 1, every token",
+            np.array([2.0, 1.0, 0.5, -1.0]),
+            1.0,
+            0,
+            "τ = 1 and no truncation: the plain softmax of the logits",
+        ),
+        (
+            "τ = 0.5, every token",
+            np.array([2.0, 1.0, 0.5, -1.0]),
+            0.5,
+            0,
+            "τ = 0.5 sharpens the distribution: the largest logit's probability grows",
+        ),
+        (
+            "τ = 2, top 2",
+            np.array([[0.0, 3.0, 1.0, 2.0], [1.0, -1.0, 0.5, 0.0]]),
+            2.0,
+            2,
+            "two tokens kept per row, the others at exactly 0; τ = 2 flattens the two",
+        ),
+        (
+            "τ = 0.8, top 3 of 5",
+            np.array([0.3, -0.2, 1.7, 0.9, 1.1]),
+            0.8,
+            3,
+            "three of five tokens kept; their probabilities sum to 1",
+        ),
+        (
+            "large logits, τ = 0.1",
+            np.array([500.0, 499.0, -500.0]),
+            0.1,
+            2,
+            'logits of 500 at τ = 0.1: the probabilities are finite (chapter 1, "Computing '
+            'softmax without overflow")',
+        ),
     ]
     cases = [
         Case(
             f"{name} (top_k = {k or 'None'})",
             {"logits": z, "temperature": np.array(t), "top_k": np.array(k)},
             next_token_distribution(z, temperature=t, top_k=k or None),
-            hint="divide the logits by τ, set all but the k largest to -inf, then take a "
-            "stable softmax",
+            hint=text,
         )
-        for name, z, t, k in raw
+        for name, z, t, k, text in raw
     ]
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
@@ -393,7 +548,7 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
                 next_token_distribution(z * t * t, temperature=t, top_k=k),
                 Finding(
                     "the logits were multiplied by τ instead of divided by it",
-                    "softmax(z / τ): a small τ must sharpen the distribution",
+                    "a small τ sharpens the distribution, a large one flattens it",
                 ),
             )
         ]
@@ -406,7 +561,7 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
                     Finding(
                         "the tokens outside the top k were zeroed after the softmax without "
                         "renormalising: the probabilities sum to less than 1",
-                        "set the logits outside the top k to -inf before the softmax",
+                        "the kept tokens' probabilities sum to 1",
                     ),
                 )
             )
@@ -417,7 +572,7 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
                             next_token_distribution(z, temperature=t, top_k=kk),
                             Finding(
                                 f"{what} tokens were kept instead of k",
-                                "keep exactly the k largest logits (np.sort(z)[..., -k])",
+                                "keep exactly k tokens per row",
                             ),
                         )
                     )
@@ -428,13 +583,24 @@ def check_next_token_distribution(fn: Callable[..., object]) -> CheckReport:
                     Finding(
                         "the probabilities were divided by τ: the temperature divides the "
                         "logits, before the softmax",
-                        "softmax(z / τ)",
+                        "the result is a probability distribution: it sums to 1",
                     ),
                 )
             )
         return _recognise(got, slips)
 
-    return run_checks(call, cases, check_name="check_next_token_distribution", diagnose=diagnose)
+    return run_checks(
+        call,
+        cases,
+        check_name="check_next_token_distribution",
+        diagnose=diagnose,
+        see=section(7, "Sampling: temperature and top-k"),
+        more="two changes of the logits, then one softmax: the temperature rescales them and "
+        "the truncation removes all but the k largest. Make the removed tokens end with "
+        "probability exactly 0 and the kept ones sum to 1, and keep the softmax finite for "
+        "large logits",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -471,110 +637,314 @@ def _table_fn(table: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     return _NextTokenTable(table)
 
 
-def _beam_slip(table: np.ndarray, prompt: np.ndarray, T: int, w: int, slip: str) -> np.ndarray:
-    """Beam search written with one usual slip; returns (w', n0 + T + 1) like the check."""
+_BEAM_SLIPS = (
+    "greedy",  # the beam width ignored
+    "last step only",  # extensions ranked by the new token's log-probability
+    "probabilities",  # scores returned as probabilities
+    "no normalisation",  # finished hypotheses compared by their sums
+    "prompt counted",  # the length that normalises includes the prompt
+    "end token not counted",  # ... leaves out the end token
+    "continued",  # a hypothesis that added the end token is extended further
+    "finished dropped",  # a hypothesis that ended before the last step is lost
+    "beam shrinks",  # the beam is not refilled when a hypothesis ends
+    "every end token",  # an end token outside the beam_width best extensions finishes
+    "no early stop",  # the search goes on after beam_width hypotheses have ended
+)
+
+
+def _beam_row(
+    table: np.ndarray,
+    prompt: np.ndarray,
+    T: int,
+    w: int,
+    eos: int | None = None,
+    alpha: float = 1.0,
+    slip: str | None = None,
+) -> np.ndarray:
+    """Beam search written plainly, with one usual slip (or none); returns what the check
+    compares: the best hypothesis, padded with the end token to ``n0 + T`` tokens, then
+    its score."""
     f = _table_fn(table)
-    beams, scores = prompt[None, :], np.zeros(1)
-    for _ in range(T):
-        logp = f(beams)
-        V = logp.shape[1]
-        total = scores[:, None] + logp
-        rank = logp if slip == "last step only" else total
-        best = np.argsort(-rank.ravel(), kind="stable")[: 1 if slip == "greedy" else w]
-        beam, token = np.divmod(best, V)
-        beams = np.concatenate([beams[beam], token[:, None]], axis=1)
-        scores = total.ravel()[best]
+    n0, pad = len(prompt), 0 if eos is None else eos
+    live = [(list(map(int, prompt)), 0.0)]  # (tokens, summed log-probability)
+    done: list[tuple[list[int], float, float]] = []  # (tokens, score, what ranks it)
+    ending = eos is not None and slip != "continued"
+    for t in range(1, T + 1):
+        logp = f(np.array([seq for seq, _ in live]))
+        rank = logp if slip == "last step only" else logp + np.array([s for _, s in live])[:, None]
+        order = np.argsort(-rank.ravel(), kind="stable")
+        extensions = [
+            (live[b][0] + [int(tok)], live[b][1] + float(logp[b, tok]))
+            for b, tok in zip(*np.divmod(order, logp.shape[1]), strict=True)
+        ]
+        width = 1 if slip == "greedy" else w
+        ends = [(ending and seq[-1] == eos) or t == T for seq, _ in extensions]
+        finishing = [
+            i
+            for i, end in enumerate(ends)
+            if end
+            and (i < width or (slip == "every end token" and extensions[i][0][-1] == eos))
+            and (slip != "finished dropped" or t == T)
+        ]
+        for i in finishing:
+            seq, total = extensions[i]
+            key = -float(rank.ravel()[order[i]]) if slip == "last step only" else None
+            L = (
+                t + n0
+                if slip == "prompt counted"
+                else t - 1
+                if slip == "end token not counted"
+                else t
+            )
+            a = 0.0 if eos is None or slip == "no normalisation" else alpha
+            with np.errstate(divide="ignore", invalid="ignore"):
+                score = total / np.float64(L) ** a if a else total
+            done.append((seq, score, -score if key is None else key))
+        done = sorted(done, key=lambda d: d[2])[:width]  # stable: the first finished first
+        if t == T or (len(done) == width and slip != "no early stop" and ending):
+            break
+        candidates = range(
+            min(width, len(extensions)) if slip == "beam shrinks" else len(extensions)
+        )
+        live = [extensions[i] for i in candidates if not ends[i]][:width]
+        if not live:
+            break
+    if not done:  # no hypothesis (cannot happen with one end token and V >= 2)
+        return np.full(n0 + T + 1, np.nan)
+    seq, score, _ = done[0]
     if slip == "probabilities":
-        scores = np.exp(scores)
-    return np.append(beams[0].astype(np.float64), scores[0])
+        score = float(np.exp(score))
+    row = np.full(n0 + T + 1, float(pad))
+    row[: len(seq)], row[-1] = seq, score
+    return row
+
+
+def _beam_case_row(
+    table: np.ndarray, prompt: np.ndarray, T: int, w: int, eos: int | None, alpha: float
+) -> np.ndarray:
+    """The compared row of the reference (:func:`helpers.models.beam_search`)."""
+    kwargs = {} if eos is None else {"eos_id": eos, "length_penalty": alpha}
+    tokens, scores = beam_search(_table_fn(table), prompt, T, beam_width=w, **kwargs)
+    row = np.full(len(prompt) + T + 1, float(0 if eos is None else eos))
+    row[: tokens.shape[1]], row[-1] = tokens[0], scores[0]
+    return row
+
+
+def _beam_table(seed: int, V: int) -> np.ndarray:
+    z = np.random.default_rng(seed).normal(scale=2.0, size=(V, V, V))
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))  # log-probabilities
+
+
+def _beam_cases() -> list[Case]:
+    """The cases of :func:`check_beam_search` (a table of next-token log-probabilities given
+    the last two tokens, a prompt, ``num_tokens``, ``beam_width`` and, for five, an end token
+    and a length penalty)."""
+    raw = [  # name, table, prompt, num_tokens, beam_width, eos_id, length_penalty
+        ("V = 3, 3 tokens, width 2", _beam_table(81, 3), np.array([0, 1]), 3, 2, None, 1.0),
+        ("V = 4, 4 tokens, width 3", _beam_table(96, 4), np.array([2, 3]), 4, 3, None, 1.0),
+        ("width 1: greedy", _beam_table(82, 5), np.array([1, 4]), 3, 1, None, 1.0),
+        ("width V**(T-1): exact", _beam_table(87, 3), np.array([0, 0]), 3, 9, None, 1.0),
+        ("end token 3, α = 1, V = 5", _beam_table(732, 5), np.array([3, 2]), 5, 3, 3, 1.0),
+        ("end token 4, α = 0 (plain sums)", _beam_table(528, 5), np.array([4, 3]), 5, 2, 4, 0.0),
+        ("end token 2, α = 2", _beam_table(1046, 4), np.array([1, 1]), 5, 3, 2, 2.0),
+        ("end token 0, α = 0.5", _beam_table(2226, 4), np.array([3, 1]), 4, 2, 0, 0.5),
+        ("end token 1, α = 1, V = 4", _beam_table(788, 4), np.array([0, 3]), 5, 2, 1, 1.0),
+    ]
+    cases = []
+    for name, t, prompt, T, w, eos, alpha in raw:
+        inputs = {
+            "table": t,
+            "prompt_ids": prompt,
+            "num_tokens": np.array(T),
+            "beam_width": np.array(w),
+        }
+        if eos is not None:
+            inputs |= {"eos_id": np.array(eos), "length_penalty": np.array(alpha)}
+        cases.append(
+            Case(
+                name,
+                inputs,
+                _beam_case_row(t, prompt, T, w, eos, alpha),
+                hint="print the running and the finished hypotheses after each step and "
+                "follow this case by hand with the rules of the chapter's beam-search "
+                "section",
+            )
+        )
+    return cases
+
+
+_BEAM_FINDINGS = {
+    "greedy": Finding(
+        "only the best extension is kept at each step: this is greedy decoding, the beam "
+        "width is ignored",
+        "keep the beam_width best of the extensions of all the running hypotheses",
+    ),
+    "last step only": Finding(
+        "the extensions are ranked by the new token's log-probability alone; a sequence's "
+        "score is the sum over all its added tokens",
+        "rank an extension by the log-probability of its whole added sequence",
+    ),
+    "probabilities": Finding(
+        "the scores are probabilities; they should be log-probabilities",
+        "a score is a summed log-probability, the logarithm of a sequence's probability",
+    ),
+    "no normalisation": Finding(
+        "the finished hypotheses are compared by their summed log-probabilities: the "
+        "length_penalty was not applied, and plain sums favour short hypotheses",
+        "with an end token, finished hypotheses are compared by length-normalised scores, "
+        "as the chapter's beam-search section defines them",
+    ),
+    "prompt counted": Finding(
+        "the length that normalises a score counts the prompt too",
+        "the length counts only the tokens the hypothesis added, its end token included",
+    ),
+    "end token not counted": Finding(
+        "the length that normalises a score leaves out the end token",
+        "the length counts every token the hypothesis added, its end token included",
+    ),
+    "continued": Finding(
+        "a hypothesis went on after its end token: a finished hypothesis was extended",
+        "when an extension adds eos_id, the hypothesis is finished: set it aside and never "
+        "extend it",
+    ),
+    "finished dropped": Finding(
+        "a hypothesis that ended before the last step was lost: only those still running "
+        "at num_tokens were compared",
+        "set every hypothesis that ends aside, keeping the beam_width best, and compare it "
+        "with those that end later",
+    ),
+    "beam shrinks": Finding(
+        "when a hypothesis ended, the search went on with fewer than beam_width running hypotheses",
+        "refill the beam: the beam_width best extensions that do not end run on",
+    ),
+    "every end token": Finding(
+        "an extension ranked below the beam_width best finished a hypothesis because it "
+        "added the end token",
+        "only the beam_width best extensions of a step may finish; an end token ranked "
+        "below them is discarded",
+    ),
+    "no early stop": Finding(
+        "the search went on after beam_width hypotheses had ended",
+        "stop as soon as beam_width hypotheses have finished",
+    ),
+}
 
 
 def check_beam_search(fn: Callable[..., object]) -> CheckReport:
-    """Check ``fn(next_log_probs, prompt_ids, num_tokens, beam_width) -> (tokens, scores)``.
+    """Check ``fn(next_log_probs, prompt_ids, num_tokens, beam_width, eos_id=None,
+    length_penalty=1.0) -> (tokens, scores)``.
 
-    ``next_log_probs(tokens)`` maps the beams, an int array ``(m, t)``, to the
-    log-probabilities of the next token, ``(m, V)``. ``tokens`` must be the kept
-    sequences ``(w, n0 + num_tokens)``, best first, and ``scores`` ``(w,)`` their summed
-    log-probabilities over the added tokens (:func:`helpers.models.beam_search`; ties
-    broken by the lower beam, then the lower token). The check compares the best sequence
-    and its score, shown as one row: the tokens, then the score. The models of the cases are tables
-    of next-token probabilities given the last two tokens. Recognised slips: the beam
-    width ignored (greedy decoding), extensions ranked by the last step's log-probability
-    instead of the summed one, probabilities returned instead of log-probabilities.
+    Parameters
+    ----------
+    fn : callable
+        The reader's beam search. ``next_log_probs(tokens)`` maps the running hypotheses,
+        an int array ``(m, t)``, to the log-probabilities of the next token, ``(m, V)``;
+        ``prompt_ids`` is an int array ``(n0,)``; ``num_tokens`` and ``beam_width`` arrive
+        as Python ints. The cases without an end token call ``fn`` with these four
+        arguments alone; the others also pass ``eos_id`` (a Python int) and
+        ``length_penalty`` (a Python float) by keyword. ``fn`` returns the hypotheses
+        ``(w, n0 + L)``, best first, shorter ones padded with ``eos_id`` after their end,
+        and their scores ``(w,)``: summed log-probabilities of the added tokens, compared
+        and returned length-normalised when there is an end token, by the rules of the
+        chapter's section on beam search (ties broken by the lower beam, then the lower
+        token).
+
+    Returns
+    -------
+    CheckReport
+
+    Notes
+    -----
+    The report compares the best hypothesis and its score, shown as one row: its tokens,
+    padded with the end token to ``n0 + num_tokens``, then the score. The models of the
+    cases are tables of next-token probabilities given the last two tokens. Four cases
+    have no end token (every hypothesis adds ``num_tokens``); five have one, with
+    ``length_penalty`` (shown as α) 1, 0, 2, 0.5 and 1. No two slips give the same answer
+    on a case where either is wrong, so each diagnosis names one slip. Recognised slips:
+    the beam width ignored (greedy decoding), extensions ranked by the last step's
+    log-probability, probabilities returned instead of log-probabilities; and with an end
+    token: no length
+    normalisation, a length that counts the prompt or leaves out the end token, a
+    hypothesis extended after its end token, hypotheses that ended early dropped, a beam
+    that is not refilled when a hypothesis ends, an end token outside the ``beam_width``
+    best extensions finishing a hypothesis, and a search that goes on after
+    ``beam_width`` hypotheses have ended.
+
+    Examples
+    --------
+    A function that adds no token at all is caught:
+
+    >>> import numpy as np
+    >>> from helpers.checks import check_beam_search
+    >>> def adds_nothing(
+    ...     next_log_probs, prompt_ids, num_tokens, beam_width, eos_id=None, length_penalty=1.0
+    ... ):
+    ...     return np.asarray(prompt_ids)[None, :], np.zeros(1)
+    >>> report = check_beam_search(adds_nothing)
+    >>> report.status
+    'failed'
+    >>> print(report.message)
+    V = 3, 3 tokens, width 2: expected shape (6,), got shape (3,)
     """
     _require_callable(fn, "check_beam_search")
 
     @functools.wraps(fn)
-    def call(table: np.ndarray, prompt_ids: np.ndarray, num_tokens: np.ndarray, beam_width):
-        result = fn(_table_fn(table), prompt_ids, int(num_tokens), int(beam_width))
+    def call(
+        table: np.ndarray,
+        prompt_ids: np.ndarray,
+        num_tokens: np.ndarray,
+        beam_width: np.ndarray,
+        eos_id: np.ndarray | None = None,
+        length_penalty: np.ndarray | None = None,
+    ) -> object:
+        T, extra = int(num_tokens), {}
+        if eos_id is not None:
+            extra = {"eos_id": int(eos_id), "length_penalty": float(length_penalty)}
+        result = fn(_table_fn(table), prompt_ids, T, int(beam_width), **extra)
         if not (isinstance(result, tuple) and len(result) == 2):
             return result  # the report says what came back
         tokens, scores = (np.asarray(r) for r in result)
         if tokens.ndim != 2 or scores.ndim != 1 or not len(tokens) or not len(scores):
             return tokens  # reported as a shape mismatch
-        return np.append(tokens[0].astype(np.float64), scores[0])  # the best sequence
+        best = tokens[0]
+        if eos_id is not None and best.size < len(prompt_ids) + T:  # a short best
+            best = np.append(best, np.full(len(prompt_ids) + T - best.size, int(eos_id)))
+        return np.append(best.astype(np.float64), scores[0])  # the best, then its score
 
-    def table(seed: int, V: int) -> np.ndarray:
-        z = np.random.default_rng(seed).normal(scale=2.0, size=(V, V, V))
-        return z - np.log(np.exp(z).sum(-1, keepdims=True))  # log-probabilities
-
-    raw = [
-        ("V = 3, 3 tokens, width 2", table(81, 3), np.array([0, 1]), 3, 2),
-        ("V = 4, 4 tokens, width 3", table(96, 4), np.array([2, 3]), 4, 3),
-        ("width 1: greedy", table(82, 5), np.array([1, 4]), 3, 1),
-        ("width V**(T-1): exact", table(87, 3), np.array([0, 0]), 3, 9),
-    ]
-    cases = []
-    for name, t, prompt, T, w in raw:
-        tokens, scores = beam_search(_table_fn(t), prompt, T, beam_width=w)
-        cases.append(
-            Case(
-                name,
-                {
-                    "table": t,
-                    "prompt_ids": prompt,
-                    "num_tokens": np.array(T),
-                    "beam_width": np.array(w),
-                },
-                np.append(tokens[0].astype(np.float64), scores[0]),
-                hint="each step: add every beam's summed log-probability to its next-token "
-                "log-probabilities, flatten the (beams, V) scores, keep the beam_width best "
-                "(np.argsort(-total, kind='stable')), and append their tokens",
-            )
-        )
+    cases = _beam_cases()
 
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        inputs = case.inputs
+        eos = int(inputs["eos_id"]) if "eos_id" in inputs else None
+        alpha = float(inputs["length_penalty"]) if "length_penalty" in inputs else 1.0
         args = (
-            case.inputs["table"],
-            case.inputs["prompt_ids"],
-            int(case.inputs["num_tokens"]),
-            int(case.inputs["beam_width"]),
+            inputs["table"],
+            inputs["prompt_ids"],
+            int(inputs["num_tokens"]),
+            int(inputs["beam_width"]),
+            eos,
+            alpha,
         )
-        slips = [
-            (
-                _beam_slip(*args, "greedy"),
-                Finding(
-                    "only the best extension is kept at each step: this is greedy decoding, "
-                    "the beam width is ignored",
-                    "keep the beam_width best of all the (beams x V) extensions",
-                ),
-            ),
-            (
-                _beam_slip(*args, "last step only"),
-                Finding(
-                    "the extensions are ranked by the new token's log-probability alone; a "
-                    "sequence's score is the sum over all its tokens",
-                    "rank by scores[:, None] + log_probs, the running sum",
-                ),
-            ),
-            (
-                _beam_slip(*args, "probabilities"),
-                Finding(
-                    "the scores are probabilities; they should be log-probabilities",
-                    "return the summed log-probabilities (np.log of the product)",
-                ),
-            ),
-        ]
-        return _recognise(got, [(c, f) for c, f in slips if not _close(case.expected, c)])
+        slips = []
+        for slip in _BEAM_SLIPS:
+            candidate = _beam_row(*args, slip=slip)
+            if not _close(case.expected, candidate):
+                slips.append((candidate, _BEAM_FINDINGS[slip]))
+        found = _recognise(got, slips)
+        if not found and eos is not None:
+            n = len(inputs["prompt_ids"])
+            end = np.flatnonzero(case.expected[n:-1] == eos)
+            stop = n + (end[0] + 1 if end.size else len(case.expected) - 1 - n)
+            if np.allclose(got[:stop], case.expected[:stop]) and _close(
+                got[-1:], case.expected[-1:]
+            ):
+                found = [
+                    Finding(
+                        "the best hypothesis and its score are right, but the places after "
+                        "its end token do not hold eos_id",
+                        "pad a hypothesis shorter than the longest with eos_id after its end",
+                    )
+                ]
+        return found
 
     return run_checks(call, cases, check_name="check_beam_search", diagnose=diagnose)

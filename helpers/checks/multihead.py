@@ -27,6 +27,7 @@ from helpers.checks.core import (
     _fmt_num,
     _name_of,
     run_checks,
+    section,
 )
 from helpers.masks import causal_mask
 from helpers.multihead import (
@@ -73,13 +74,24 @@ class _Spec:
 
 
 _IN_PLACE_HINT = (
-    "compute new arrays (Q = X @ W_Q, S = S - S.max(...)) instead of modifying an argument "
-    "in place (X -= ..., X /= ...): the caller's arrays must stay as they were"
+    "the caller's arrays must stay as they were: compute new arrays rather than writing "
+    "into an argument (an augmented assignment or a slice assignment on it)"
 )
 
 
-def _run(fn: Callable[..., object], check_name: str, specs: Sequence[_Spec]) -> CheckReport:
-    """Run every spec as a one-case check and collect the results in one report."""
+def _run(
+    fn: Callable[..., object],
+    check_name: str,
+    specs: Sequence[_Spec],
+    *,
+    see: str = "",
+    more: str = "",
+    hint: bool = False,
+) -> CheckReport:
+    """Run every spec as a one-case check and collect the results in one report.
+
+    ``see``, ``more`` and ``hint`` are those of :func:`helpers.checks.core.run_checks`.
+    """
     run_checks(fn, [], check_name=check_name)  # raises TypeError if fn is not callable
     results: list[CaseResult] = []
     for spec in specs:
@@ -99,7 +111,13 @@ def _run(fn: Callable[..., object], check_name: str, specs: Sequence[_Spec]) -> 
             returned.append(result)
             return result
 
-        report = run_checks(call, [spec.case], check_name=check_name, diagnose=spec.diagnose)
+        def diagnose(case: Case, got: np.ndarray, spec: _Spec = spec, unusable=unusable):
+            # nothing to diagnose in the zeros that stand for an unusable result
+            return [] if unusable or spec.diagnose is None else spec.diagnose(case, got)
+
+        diagnose.nan_aware = getattr(spec.diagnose, "nan_aware", False)  # type: ignore[attr-defined]
+
+        report = run_checks(call, [spec.case], check_name=check_name, diagnose=diagnose)
         result = dataclasses.replace(report.results[0], input=spec.shown)
         if "in place" in result.problem:  # the core's hint speaks of softmax logits
             result = dataclasses.replace(result, hint=_IN_PLACE_HINT)
@@ -113,7 +131,14 @@ def _run(fn: Callable[..., object], check_name: str, specs: Sequence[_Spec]) -> 
                 result, passed=False, got=first.got, problem=first.problem, hint=first.hint
             )
         results.append(result)
-    return CheckReport(check=check_name, function=_name_of(fn), results=tuple(results))
+    return CheckReport(
+        check=check_name,
+        function=_name_of(fn),
+        results=tuple(results),
+        see=see,
+        more=more,
+        hinted=hint,
+    )
 
 
 def _is_real_scalar(value: object) -> bool:
@@ -162,22 +187,19 @@ def _random_layer(seed: int, n: int, d_model: int) -> tuple[np.ndarray, dict[str
 # check_multi_head_attention
 # ---------------------------------------------------------------------------
 
-_MHA_FORMULA = (
-    "head_i = softmax(Q_i K_i^T / sqrt(d_k)) V_i, where Q_i is the i-th block of d_k = "
-    "d_model / num_heads consecutive columns of Q = X @ W_Q (likewise K_i, V_i); output = "
-    "concat(head_1, ..., head_h) @ W_O"
-)
-_CAUSAL_FORMULA = (
-    "with causal=True, query i may attend only to keys j <= i: set the other scores to "
-    "-inf before the softmax, e.g. np.where(np.tril(np.ones((n, n), dtype=bool)), S, -np.inf)"
-)
-_SPLIT_HINT = (
-    "split with Q.reshape(n, h, d_k).transpose(1, 0, 2): h must come before d_k in the "
-    "reshape, so that each head gets d_k consecutive columns"
-)
+_DEFINITION = section(3, "Definition")
+_ONE_PROJECTION = section(3, "One projection for all heads")
+_CAUSAL_TEXT = "with causal=True, query i may attend to the keys j <= i only"
+_SPLIT_HINT = f"head i owns d_k consecutive columns of Q, K and V ({_ONE_PROJECTION})"
 _MERGE_HINT = (
-    "merge with O.transpose(1, 0, 2).reshape(n, h * d_k), the inverse of the split: "
-    "token t's row is [head_1[t], ..., head_h[t]]"
+    "the merge undoes the split: token t's row holds head 1's output for t, then head 2's, "
+    f"and so on ({_ONE_PROJECTION})"
+)
+_MHA_MORE = (
+    "write one head first: its queries, keys and values are a block of d_k consecutive "
+    "columns of the three projections of X, and it attends as in chapter 2, with its own "
+    "scaling; then put the heads' outputs side by side in the same order and apply the "
+    "output projection. A causal mask hides, for every head, the keys after the query"
 )
 
 # Each kind of slip: the variants a reader may write instead of the right one (the
@@ -199,8 +221,7 @@ def _slip_text(kind: str, variant: str, d_model: int, num_heads: int) -> Finding
     texts = {
         ("heads", "one big head"): (
             "this is a single attention over all d_model columns, not num_heads heads",
-            "split Q, K and V into num_heads heads of d_k = d_model / num_heads columns, "
-            "attend within each head, then concatenate the heads",
+            "each head attends on its own block of d_model / num_heads columns",
         ),
         ("split", "interleaved"): (
             "the heads' columns are interleaved: head i got columns i, i + h, i + 2h, ... "
@@ -220,33 +241,33 @@ def _slip_text(kind: str, variant: str, d_model: int, num_heads: int) -> Finding
         ("scale", "d_model"): (
             f"the scores are divided by sqrt(d_model) = sqrt({d_model}) instead of "
             f"sqrt(d_k) = sqrt({d_k}), d_k = d_model / num_heads",
-            "each head's queries and keys have d_k = d_model / num_heads columns: divide "
-            "the scores by np.sqrt(d_k)",
+            "each head scales its scores by its own width",
         ),
         ("scale", "none"): (
             "the scores are not divided by sqrt(d_k)",
-            f"S_i = Q_i K_i^T / sqrt(d_k) with d_k = d_model / num_heads = {d_k}",
+            "each head scales its scores as chapter 2's attention does",
         ),
         ("weights", "X @ W.T"): (
-            "the weights are applied transposed, as X @ W.T (PyTorch's nn.Linear stores W^T)",
-            "the book's vectors are rows: Q = X @ W_Q, ..., output = concat(heads) @ W_O",
+            "the weights are applied transposed (PyTorch's nn.Linear stores W^T)",
+            "the book's tokens are rows multiplied on the right by the weights, as the "
+            "statement's Q = X W_Q says",
         ),
         ("W_O", "missing"): (
             "the output is the concatenation of the heads, without the output projection W_O",
-            "finish with concat(head_1, ..., head_h) @ W_O",
+            "the layer ends with the output projection",
         ),
         ("mask", "none"): (
             "the causal mask is not applied: query i also attends to later keys",
-            _CAUSAL_FORMULA,
+            _CAUSAL_TEXT,
         ),
         ("mask", "future"): (
             "the mask is the wrong way round: query i attends to keys j >= i instead of j <= i",
-            "keep the lower triangle including the diagonal, np.tril, and mask the rest",
+            "in a mask, row i is query i and column j is key j",
         ),
         ("softmax", "queries"): (
             "the softmax is taken over the queries (axis -2), so the columns of the weights "
             "sum to 1 instead of the rows",
-            "normalise each row, over the keys: the last axis, axis=-1",
+            "each query's weights sum to 1 over the keys",
         ),
     }
     problem, hint = texts[kind, variant]
@@ -325,7 +346,7 @@ def _mha_diagnose(num_heads: int, causal: bool) -> Diagnose:
 
 
 def check_multi_head_attention(
-    fn: Callable[..., npt.ArrayLike],
+    fn: Callable[..., npt.ArrayLike], *, hint: bool = False
 ) -> CheckReport:
     """Check the reader's multi-head self-attention layer.
 
@@ -338,6 +359,8 @@ def check_multi_head_attention(
         ``(n, d_model)`` output of multi-head self-attention. ``causal`` is passed
         (positionally, as ``True``) only in the causal cases, so a function without it
         still runs the others.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -353,8 +376,7 @@ def check_multi_head_attention(
     -----
     Cases: 2 heads, one head (``h = 1``, where ``d_k = d_model``: reshape and scale
     slips cannot show there), 4 heads of width 2, and 2 and 4 heads with
-    ``causal=True``. The expected outputs come from
-    :func:`helpers.multihead.multi_head_attention`.
+    ``causal=True``.
 
     Examples
     --------
@@ -372,27 +394,42 @@ def check_multi_head_attention(
     num_heads
     """
     layouts = (
-        ("2 heads", 10, 3, 4, 2, False),
-        ("one head (h = 1)", 11, 3, 4, 1, False),
-        ("4 heads of width 2", 12, 4, 8, 4, False),
-        ("2 heads, causal", 13, 4, 4, 2, True),
-        ("4 heads, causal", 14, 4, 8, 4, True),
+        ("2 heads", 10, 3, 4, 2, False, "two heads, each on d_k = 2 columns of Q, K and V"),
+        (
+            "one head (h = 1)",
+            11,
+            3,
+            4,
+            1,
+            False,
+            "one head: a single attention over all d_model columns, then W_O",
+        ),
+        (
+            "4 heads of width 2",
+            12,
+            4,
+            8,
+            4,
+            False,
+            "four heads of width 2: which columns belong to which head matters here",
+        ),
+        ("2 heads, causal", 13, 4, 4, 2, True, _CAUSAL_TEXT),
+        ("4 heads, causal", 14, 4, 8, 4, True, _CAUSAL_TEXT),
     )
     specs = []
-    for name, seed, n, d_model, h, causal in layouts:
+    for name, seed, n, d_model, h, causal, text in layouts:
         X, weights = _random_layer(seed, n, d_model)
         mask = causal_mask(n) if causal else None
         expected, _ = multi_head_attention(X, X, num_heads=h, mask=mask, **weights)
-        hint = f"{_MHA_FORMULA}; {_CAUSAL_FORMULA}" if causal else _MHA_FORMULA
         specs.append(
             _Spec(
-                Case(name, {"X": X, **weights}, expected, hint),
+                Case(name, {"X": X, **weights}, expected, text),
                 _append(h, True) if causal else _append(h),
                 _shapes_line(X, weights, f"num_heads = {h}", f"causal = {causal}"),
                 _mha_diagnose(h, causal),
             )
         )
-    return _run(fn, "check_multi_head_attention", specs)
+    return _run(fn, "check_multi_head_attention", specs, see=_DEFINITION, more=_MHA_MORE, hint=hint)
 
 
 # ---------------------------------------------------------------------------
@@ -405,11 +442,11 @@ def _count_diagnose(d: int, h: int, bias: bool) -> Diagnose:
     b = 4 * d if bias else 0
     per_head_full = "each head's W_Q^(i), W_K^(i), W_V^(i) were counted as d_model x d_model"
     per_head_hint = (
-        "each head's matrices are d_model x d_k with d_k = d_model / num_heads, so the h "
-        "heads together hold 3 d_model^2 entries, and W_O is d_model x d_model: 4 d_model^2 "
-        "in all, whatever num_heads is"
+        "each head's W_Q^(i) has d_model / num_heads columns: the heads split the "
+        "columns of one projection among them"
     )
-    bias_hint = "b_Q, b_K, b_V and b_O have d_model entries each: 4 d_model with bias=True"
+    bias_hint = "a bias has one entry per output coordinate of its projection"
+    four = "the layer has four projections, the output projection W_O included"
     candidates: list[tuple[int, Finding]] = [
         (3 * h * d * d + d * d + b, Finding(per_head_full, per_head_hint)),
         (
@@ -421,22 +458,16 @@ def _count_diagnose(d: int, h: int, bias: bool) -> Diagnose:
             4 * d * d_k + (4 * d_k if bias else 0),
             Finding(
                 "this counts the matrices of a single head (d_model x d_k)",
-                "the h heads together hold h d_model d_k = d_model^2 entries per projection",
+                "the layer has num_heads heads",
             ),
         ),
         (
             3 * d * d + (3 * d if bias else 0),
-            Finding(
-                "W_O (d_model x d_model) and its bias are missing",
-                "the output projection W_O is part of the layer: 4 matrices of d_model^2",
-            ),
+            Finding("W_O (d_model x d_model) and its bias are missing", four),
         ),
         (
             3 * d * d + b,
-            Finding(
-                "W_O (d_model x d_model) is missing",
-                "the output projection W_O is part of the layer: 4 matrices of d_model^2",
-            ),
+            Finding("W_O (d_model x d_model) is missing", four),
         ),
     ]
     if bias:
@@ -451,7 +482,7 @@ def _count_diagnose(d: int, h: int, bias: bool) -> Diagnose:
                 4 * d * d + 3 * h * d + d,
                 Finding(
                     "the biases were counted per head as d_model each",
-                    "head i's share of b_Q has d_k entries; the h heads' shares make d_model",
+                    "the heads split a bias vector as they split the projection's columns",
                 ),
             ),
         ]
@@ -461,7 +492,7 @@ def _count_diagnose(d: int, h: int, bias: bool) -> Diagnose:
                 4 * d * d + 4 * d,
                 Finding(
                     "biases were counted, but bias=False means there are none",
-                    "count only the four d_model x d_model matrices when bias is False",
+                    "with bias=False the projections have weights only",
                 ),
             )
         )
@@ -475,7 +506,9 @@ def _count_diagnose(d: int, h: int, bias: bool) -> Diagnose:
     return diagnose
 
 
-def check_mha_parameter_count(fn: Callable[[int, int, bool], object]) -> CheckReport:
+def check_mha_parameter_count(
+    fn: Callable[[int, int, bool], object], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's count of the parameters of a multi-head attention layer.
 
     Parameters
@@ -484,6 +517,8 @@ def check_mha_parameter_count(fn: Callable[[int, int, bool], object]) -> CheckRe
         ``fn(d_model, num_heads, bias) -> int``: the number of trainable parameters
         of one multi-head attention layer (``W_Q``, ``W_K``, ``W_V``, ``W_O`` and, if
         ``bias``, their biases), called with Python ints and a bool.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -497,16 +532,15 @@ def check_mha_parameter_count(fn: Callable[[int, int, bool], object]) -> CheckRe
     -----
     Cases: ``(512, 8)`` with and without biases, ``(64, 1)`` and ``(64, 16)`` (the
     same count: it does not depend on the number of heads), and ``(768, 12)``, the
-    layer of BERT-base. The expected counts come from
-    :func:`helpers.multihead.mha_parameter_count` (checked there against PyTorch).
+    layer of BERT-base.
 
     Examples
     --------
     >>> from helpers.checks import check_mha_parameter_count
-    >>> def per_head(d_model, num_heads, bias):  # every head with its own d x d matrices
-    ...     return 3 * num_heads * d_model**2 + d_model**2 + (4 * d_model if bias else 0)
-    >>> print(check_mha_parameter_count(per_head).failures[0].problem)
-    each head's W_Q^(i), W_K^(i), W_V^(i) were counted as d_model x d_model
+    >>> def queries_only(d_model, num_heads, bias):  # W_Q alone
+    ...     return d_model * d_model
+    >>> check_mha_parameter_count(queries_only).status
+    'failed'
     """
     layouts = (
         ("d_model = 512, 8 heads, with biases", 512, 8, True),
@@ -515,13 +549,23 @@ def check_mha_parameter_count(fn: Callable[[int, int, bool], object]) -> CheckRe
         ("d_model = 64, 16 heads", 64, 16, True),
         ("d_model = 768, 12 heads (BERT-base)", 768, 12, True),
     )
-    hint = (
-        "W_Q, W_K, W_V, W_O are d_model x d_model each (the heads split their columns), "
-        "plus 4 bias vectors of d_model entries when bias is True"
-    )
+    texts = {
+        "d_model = 512, 8 heads, with biases": "every projection's weights and biases",
+        "d_model = 512, 8 heads, no biases": "bias=False: the weights only",
+        "d_model = 64, 1 head": "one head, of width d_k = d_model",
+        "d_model = 64, 16 heads": "16 heads of width 4: the same count as one head of width 64",
+        "d_model = 768, 12 heads (BERT-base)": "the attention layer of BERT-base",
+    }
     specs = [
         _Spec(
-            Case(name, {}, np.array(mha_parameter_count(d, h, bias=b)), hint, rtol=0.0, atol=0.0),
+            Case(
+                name,
+                {},
+                np.array(mha_parameter_count(d, h, bias=b)),
+                texts[name],
+                rtol=0.0,
+                atol=0.0,
+            ),
             _append(d, h, b),
             f"d_model = {d}, num_heads = {h}, bias = {b}",
             _count_diagnose(d, h, b),
@@ -529,7 +573,15 @@ def check_mha_parameter_count(fn: Callable[[int, int, bool], object]) -> CheckRe
         )
         for name, d, h, b in layouts
     ]
-    return _run(fn, "check_mha_parameter_count", specs)
+    return _run(
+        fn,
+        "check_mha_parameter_count",
+        specs,
+        see=section(3, "Counting parameters"),
+        more="list the layer's arrays with their shapes: the heads split the columns of the "
+        "query, key and value projections among them, they do not each get a copy",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -599,9 +651,8 @@ def _backward_diagnose(name: str, num_heads: int, causal: bool = False) -> Diagn
                     "causal=True the forward pass hides the later keys, and the backward "
                     "pass must use those masked weights (a masked weight is 0 and its score "
                     "gets no gradient)",
-                    "recompute the forward pass with the same mask inside the backward "
-                    "function (S = np.where(mask, S, -np.inf) before the softmax), then "
-                    "dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True)) is 0 where A is 0",
+                    "the backward pass goes through the forward pass that was computed, "
+                    "mask included",
                 )
             ]
 
@@ -609,7 +660,8 @@ def _backward_diagnose(name: str, num_heads: int, causal: bool = False) -> Diagn
             return [
                 Finding(
                     "it is the transpose of the answer",
-                    "for Y = X @ W, dL/dW = X^T @ dL/dY, which has W's shape (d_in, d_out)",
+                    "the gradient of a weight has the weight's shape, its rows indexed like "
+                    "the weight's rows",
                 )
             ]
         for other in ("dW_Q", "dW_K", "dW_V", "dW_O"):
@@ -623,8 +675,8 @@ def _backward_diagnose(name: str, num_heads: int, causal: bool = False) -> Diagn
                         Finding(
                             f"only the path(s) through {', '.join(used)} are included; the "
                             f"path(s) through {', '.join(missing)} are missing",
-                            "in self-attention X enters Q = X W_Q, K = X W_K and V = X W_V: "
-                            "dX = dQ W_Q^T + dK W_K^T + dV W_V^T",
+                            "in self-attention X makes the queries, the keys and the values: "
+                            "the chain rule adds every path",
                         )
                     ]
         for slip in ("dS = dA", "dS = A * dA"):
@@ -633,8 +685,7 @@ def _backward_diagnose(name: str, num_heads: int, causal: bool = False) -> Diagn
                 return [
                     Finding(
                         f"it matches the softmax's backward taken as {slip}",
-                        "through the softmax of each row, dS = A * (dA - sum(dA * A, "
-                        "axis=-1, keepdims=True))",
+                        'the softmax\'s Jacobian has two terms (chapter 1, "The Jacobian")',
                     )
                 ]
         norm = float(np.sum(expected * expected))
@@ -646,11 +697,11 @@ def _backward_diagnose(name: str, num_heads: int, causal: bool = False) -> Diagn
                     -1.0: ("the sign is flipped", ""),
                     math.sqrt(d_k): (
                         f"it is sqrt(d_k) = {_fmt_num(math.sqrt(d_k))} times too large",
-                        "the scores are scaled by 1/sqrt(d_k), so dQ and dK carry that factor",
+                        "the scaling of the scores belongs to their derivative too",
                     ),
                     1 / math.sqrt(d_k): (
                         f"it is sqrt(d_k) = {_fmt_num(math.sqrt(d_k))} times too small",
-                        "the factor 1/sqrt(d_k) is applied once, in dS (or in dQ and dK)",
+                        "the scaling of the scores enters the gradient once",
                     ),
                 }
                 for value, (problem, hint) in known.items():
@@ -685,7 +736,7 @@ def _pick(name: str, wrt: tuple[str, ...]) -> Callable[[object], object]:
 
 
 def check_mha_backward(
-    fn: Callable[..., object], *, wrt: Sequence[str] = _GRAD_NAMES
+    fn: Callable[..., object], *, wrt: Sequence[str] = _GRAD_NAMES, hint: bool = False
 ) -> CheckReport:
     """Check the reader's gradients of multi-head self-attention.
 
@@ -703,6 +754,8 @@ def check_mha_backward(
         order of ``wrt`` is accepted too.
     wrt : sequence of str, default ("dW_Q", "dW_K", "dW_V", "dW_O", "dX")
         The gradients to check, for an exercise that asks for only some of them.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -723,17 +776,11 @@ def check_mha_backward(
 
     Examples
     --------
-    >>> from helpers import multi_head_attention_backward
     >>> from helpers.checks import check_mha_backward
-    >>> from helpers import causal_mask
-    >>> def only_query_path(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal=False):
-    ...     mask = causal_mask(len(X)) if causal else None
-    ...     g = multi_head_attention_backward(
-    ...         X, X, W_Q, W_K, W_V, W_O, num_heads, grad_output, mask=mask
-    ...     )
-    ...     return {**g, "dX": g["dX_q"]}  # forgets that X also makes K and V
-    >>> print(check_mha_backward(only_query_path, wrt=("dX",)).failures[0].problem)
-    only the path(s) through Q are included; the path(s) through K, V are missing
+    >>> def only_weights(X, W_Q, W_K, W_V, W_O, num_heads, grad_output, causal=False):
+    ...     return {"dW_Q": W_Q, "dW_K": W_K, "dW_V": W_V, "dW_O": W_O}  # no dX either
+    >>> print(check_mha_backward(only_weights, wrt=("dX",)).failures[0].problem)
+    the result has no entry 'dX'
     """
     wrt = tuple(wrt)
     unknown = [w for w in wrt if w not in _GRAD_NAMES]
@@ -744,11 +791,13 @@ def check_mha_backward(
         ("1 head", 21, 3, 4, 1, False),
         ("2 heads, causal", 22, 4, 6, 2, True),
     )
-    hint = (
-        "backwards through output = C @ W_O (dW_O = C^T G, dC = G W_O^T), the heads "
-        "(softmax backward per head, dQ_i and dK_i scaled by 1/sqrt(d_k)) and the "
-        "projections (dW_Q = X^T dQ, ..., dX = dQ W_Q^T + dK W_K^T + dV W_V^T)"
-    )
+    texts = {
+        "2 heads": "each gradient has the shape of its array; dX is the total gradient, "
+        "through the queries, the keys and the values",
+        "1 head": "one head: chapter 2's gradients of attention, with the projections and W_O",
+        "2 heads, causal": "with causal=True the backward pass goes through the masked "
+        "forward pass: a hidden key's weight is 0",
+    }
     specs = []
     for label, seed, n, d_model, h, causal in layouts:
         X, weights = _random_layer(seed, n, d_model)
@@ -764,7 +813,7 @@ def check_mha_backward(
                         f"{name} ({label})",
                         {"X": X, **weights, "grad_output": G},
                         right[name],
-                        f"{hint}; with causal=True: {_CAUSAL_FORMULA}" if causal else hint,
+                        texts[label],
                     ),
                     arrange,
                     _shapes_line(
@@ -778,4 +827,13 @@ def check_mha_backward(
                     _pick(name, wrt),
                 )
             )
-    return _run(fn, "check_mha_backward", specs)
+    return _run(
+        fn,
+        "check_mha_backward",
+        specs,
+        see=section(2, "The backward pass"),
+        more="go backwards through the layer: the output projection first (its weight and "
+        "the concatenated heads), then each head's attention backward pass with the mask of "
+        "the forward pass, then the three projections of X, whose paths into X add up",
+        hint=hint,
+    )

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from helpers.checks.core import Case, CheckReport, Diagnose, Finding
+from helpers.checks.core import Case, CheckReport, Diagnose, Finding, section
 from helpers.checks.multihead import _append, _run, _Spec
 from helpers.positional import (
     alibi_slopes,
@@ -30,6 +30,7 @@ from helpers.positional import (
 __all__ = [
     "check_alibi_slopes",
     "check_concatenated_shift",
+    "check_position_from_encoding",
     "check_rope",
     "check_rope_half",
     "check_rope_layout_conversion",
@@ -234,10 +235,11 @@ _SHIFT_SLIPS: dict[str, tuple[str, ...]] = {
     "angle": ("k w_i", "w_i", "k w_i (no 2)"),
 }
 
-_SHIFT_FORMULA = (
-    "R is block diagonal; the block of pair i (rows and columns 2i, 2i+1) is "
-    "[[cos(k w_i), -sin(k w_i)], [sin(k w_i), cos(k w_i)]], w_i = 10000**(-2i/d_model), so "
-    "that [sin(a+b), cos(a+b)] = [sin a, cos a] @ block"
+_SHIFT_SECTION = section(4, "A shift is a rotation")
+_SHIFT_MORE = (
+    "write the pair [sin((p + k) w), cos((p + k) w)] with the addition formulas, as the row "
+    "[sin(p w), cos(p w)] times a 2 x 2 matrix; each pair of columns of the encoding gets "
+    "its own block, at the rows and columns where the layout keeps that pair"
 )
 
 
@@ -261,21 +263,21 @@ def _shift_text(kind: str, variant: str) -> Finding:
         ("direction", "-k"): (
             "this is R(-k) = R(k)^T: it moves PE[p] back to PE[p - k]. Written for column "
             "vectors, PE_{p+k} = T_k PE_p, the matrix is the transpose of the one for rows",
-            "with rows, PE[p + k] = PE[p] @ R: in each 2 x 2 block -sin is above the "
-            "diagonal, [[cos, -sin], [sin, cos]]",
+            "the row PE[p] times R must give PE[p + k] (the statement): check the signs of "
+            "one 2 x 2 block on a single pair at p = 0",
         ),
         ("pairs", "(i, i+d/2)"): (
             "the blocks couple coordinates i and i + d_model/2, the concatenated layout; "
             "here sin and cos of pair i are in columns 2i and 2i+1",
-            "put the 2 x 2 block of pair i at rows and columns 2i, 2i+1",
+            "each block sits where its pair sits in the encoding",
         ),
         ("angle", "w_i"): (
             "every block rotates by w_i, a shift of one position, whatever k is",
-            "the angle of pair i is k * w_i",
+            "a shift by k is k shifts by one position",
         ),
         ("angle", "k w_i (no 2)"): (
             "the frequencies are 10000**(-i/d_model): the factor 2 in the exponent is missing",
-            "w_i = 10000**(-2i/d_model), i the pair index",
+            "the frequencies are those of the encoding, one per pair",
         ),
     }
     return Finding(*texts[kind, variant])
@@ -288,21 +290,13 @@ def _shift_diagnose(k: float, d: int) -> Diagnose:
     return diagnose
 
 
-_SHIFT_CONCAT_FORMULA = (
-    "in the concatenated layout PE' = PE Pi, R' = Pi^T R Pi: the 2 x 2 rotation of pair i "
-    "[[cos(k w_i), -sin(k w_i)], [sin(k w_i), cos(k w_i)]] sits at rows and columns i and "
-    "i + d_model/2, w_i = 10000**(-2i/d_model)"
-)
-
-
 def _shift_text_concatenated(kind: str, variant: str) -> Finding:
     if kind == "pairs":
         return Finding(
             "the blocks couple coordinates 2i and 2i + 1: this is R for the interleaved "
             "layout; in the concatenated layout sin and cos of pair i are in columns i and "
             "i + d_model/2",
-            "conjugate by the permutation: R' = Pi^T R Pi, whose block of pair i sits at rows "
-            "and columns i and i + d_model/2",
+            "each block sits where its pair sits in the concatenated encoding",
         )
     return _shift_text(kind, variant)
 
@@ -320,7 +314,9 @@ def _shift_diagnose_concatenated(k: float, d: int) -> Diagnose:
     return diagnose
 
 
-def check_sinusoidal_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckReport:
+def check_sinusoidal_shift(
+    fn: Callable[[int, int], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's shift matrix of the sinusoidal encoding.
 
     Parameters
@@ -329,27 +325,31 @@ def check_sinusoidal_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckRepo
         ``fn(k, d_model) -> R`` of shape ``(d_model, d_model)``, called with Python ints,
         such that ``PE[p + k] = PE[p] @ R`` for the encoding of
         :func:`check_sinusoidal_encoding` (rows, interleaved layout), every ``p``.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
-        Truthy iff every case matches :func:`helpers.sinusoidal_shift`. The report
-        recognises the transposed matrix (which shifts by ``-k``), blocks on the pairs
-        of the concatenated layout, an angle not multiplied by ``k``, and a missing 2
-        in the exponent.
+        Truthy iff every case matches. The report recognises the transposed matrix
+        (which shifts by ``-k``), blocks on the pairs of the concatenated layout, an
+        angle not multiplied by ``k``, and a missing 2 in the exponent.
 
     Examples
     --------
-    >>> from helpers import sinusoidal_shift
+    >>> import numpy as np
     >>> from helpers.checks import check_sinusoidal_shift
-    >>> wrong = check_sinusoidal_shift(lambda k, d_model: sinusoidal_shift(k, d_model).T)
-    >>> wrong.failures[0].problem.split(":")[0]
-    'this is R(-k) = R(k)^T'
+    >>> def no_shift(k, d_model):  # right for k = 0 only
+    ...     return np.eye(d_model)
+    >>> [r.name for r in check_sinusoidal_shift(no_shift).results if r.passed]
+    ['no shift, k = 0']
     """
-    return _check_shift(fn, "interleaved", "check_sinusoidal_shift")
+    return _check_shift(fn, "interleaved", "check_sinusoidal_shift", hint)
 
 
-def check_concatenated_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckReport:
+def check_concatenated_shift(
+    fn: Callable[[int, int], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's shift matrix of the sinusoidal encoding in the concatenated layout.
 
     Parameters
@@ -359,37 +359,47 @@ def check_concatenated_shift(fn: Callable[[int, int], npt.ArrayLike]) -> CheckRe
         ints, such that ``PE'[p + k] = PE'[p] @ R'`` for every ``p``, where
         ``PE' = PE[:, evens then odds]`` is the encoding with all sines first, then all
         cosines.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
-        Truthy iff every case matches ``Pi^T R Pi`` with ``R`` from
-        :func:`helpers.sinusoidal_shift`. The report recognises the interleaved layout's
+        Truthy iff every case matches. The report recognises the interleaved layout's
         ``R`` (blocks on pairs ``2i, 2i + 1``), the transposed matrix, an angle not
         multiplied by ``k`` and a missing 2 in the exponent.
 
     Examples
     --------
-    The chapter's interleaved matrix is the typical wrong answer:
-
-    >>> from helpers import sinusoidal_shift
+    >>> import numpy as np
     >>> from helpers.checks import check_concatenated_shift
-    >>> report = check_concatenated_shift(sinusoidal_shift)
-    >>> report.failures[0].problem.split(":")[0]
-    'the blocks couple coordinates 2i and 2i + 1'
+    >>> def no_shift(k, d_model):  # right for k = 0 only
+    ...     return np.eye(d_model)
+    >>> [r.name for r in check_concatenated_shift(no_shift).results if r.passed]
+    ['no shift, k = 0']
     """
-    return _check_shift(fn, "concatenated", "check_concatenated_shift")
+    return _check_shift(fn, "concatenated", "check_concatenated_shift", hint)
 
 
 def _check_shift(
-    fn: Callable[[int, int], npt.ArrayLike], layout: str, check_name: str
+    fn: Callable[[int, int], npt.ArrayLike], layout: str, check_name: str, hint: bool = False
 ) -> CheckReport:
     layouts = [
-        ("k = 1, d_model = 4", 1, 4),
-        ("k = 5, d_model = 8", 5, 8),
-        ("a shift back, k = -3, d_model = 6", -3, 6),
-        ("no shift, k = 0", 0, 4),
-        ("a long shift, k = 250, d_model = 16", 250, 16),
+        ("k = 1, d_model = 4", 1, 4, "a shift by one position, for every p"),
+        ("k = 5, d_model = 8", 5, 8, "a shift by 5 positions: 5 shifts by one"),
+        (
+            "a shift back, k = -3, d_model = 6",
+            -3,
+            6,
+            "a shift back: it undoes a shift by 3",
+        ),
+        ("no shift, k = 0", 0, 4, "no shift: R leaves every row PE[p] unchanged"),
+        (
+            "a long shift, k = 250, d_model = 16",
+            250,
+            16,
+            "a long shift: the fast pairs turn many times round",
+        ),
     ]
     concatenated = layout == "concatenated"
 
@@ -400,19 +410,14 @@ def _check_shift(
 
     specs = [
         _Spec(
-            Case(
-                name,
-                {},
-                expected(k, d),
-                _SHIFT_CONCAT_FORMULA if concatenated else _SHIFT_FORMULA,
-            ),
+            Case(name, {}, expected(k, d), text),
             _append(k, d),
             f"k = {k}, d_model = {d}" + (", concatenated layout" if concatenated else ""),
             (_shift_diagnose_concatenated if concatenated else _shift_diagnose)(k, d),
         )
-        for name, k, d in layouts
+        for name, k, d, text in layouts
     ]
-    return _run(fn, check_name, specs)
+    return _run(fn, check_name, specs, see=_SHIFT_SECTION, more=_SHIFT_MORE, hint=hint)
 
 
 # ---------------------------------------------------------------------------
@@ -427,15 +432,15 @@ _ROPE_SLIPS: dict[str, tuple[str, ...]] = {
     "update": ("simultaneous", "sequential"),
 }
 
-_ROPE_FORMULA = (
-    "for each row t and pair i, (a, b) = (x[t, 2i], x[t, 2i+1]) becomes (a cos f - b sin f, "
-    "a sin f + b cos f) with f = positions[t] * 10000**(-2i/d)"
+_ROPE_SECTION = section(4, "Rotary position embeddings")
+_LAYOUTS = section(4, "Two layouts and the permutation between them")
+_ROPE_MORE = (
+    "each pair of coordinates of a row is a point in the plane, turned counterclockwise by "
+    "the row's position times the pair's frequency: find the pairs of this layout, the "
+    "frequency of each, and turn both coordinates of a pair from their original values, "
+    "into a new array"
 )
-
-_ROPE_IN_PLACE_HINT = (
-    "compute both coordinates of each pair from the original values of x, and write them "
-    "into a new array (e.g. out = np.empty_like(x)) so that the caller's x is unchanged"
-)
+_ROPE_IN_PLACE_HINT = "the caller's x must stay as it was: write the result into a new array"
 
 
 def _rope_variant(x: np.ndarray, positions: np.ndarray, variant: Variant) -> np.ndarray:
@@ -483,36 +488,46 @@ def _rope_text(kind: str, variant: str) -> Finding:
         ("pairs", "half"): (
             "the pairs are (i, i + d/2), Hugging Face's rotate_half layout; this exercise "
             "rotates the interleaved pairs (2i, 2i+1)",
-            "take a = x[..., 0::2], b = x[..., 1::2] and write the results back to the "
-            "same columns",
+            "in the interleaved layout, pair i is coordinates 2i and 2i + 1",
         ),
         ("direction", "clockwise"): (
             "every pair is rotated the wrong way (by -positions[t] * w_i)",
-            "(a, b) -> (a cos f - b sin f, a sin f + b cos f): the minus sign goes with b "
-            "in the first coordinate",
+            "counterclockwise: a quarter turn takes the pair (1, 0) to (0, 1)",
         ),
         ("frequency", "i/d"): (
             "the frequencies are 10000**(-i/d): the factor 2 in the exponent is missing",
-            "w_i = 10000**(-2i/d) with i = 0, ..., d/2 - 1 the pair index",
+            "the frequencies are the sinusoidal encoding's, one per pair",
         ),
         ("frequency", "j/d"): (
             "the two coordinates of a pair use different angles (the exponent uses the "
             "coordinate index), so the map is not a rotation",
-            "one angle per pair: f_i = positions[t] * 10000**(-2i/d)",
+            "both coordinates of a pair turn by the same angle",
         ),
         ("positions", "0..n-1"): (
             "the positions argument is ignored: row t is rotated as if at position t",
-            "use positions[t], which need not be 0, 1, ..., n-1 (a cached decoder, shifted "
-            "or interpolated positions)",
+            "use the positions given, which need not be 0, 1, ..., n-1 (a cached decoder, "
+            "shifted or interpolated positions)",
         ),
         ("update", "sequential"): (
             "the second coordinate of each pair is computed from the already rotated first "
             "one (the pair is updated one coordinate at a time, in a copy or in x)",
-            "compute both new coordinates from the original a = x[..., 0::2] and "
-            "b = x[..., 1::2], and write them into a new array: out = np.empty_like(x)",
+            "both new coordinates of a pair come from its two original ones",
         ),
     }
     return Finding(*texts[kind, variant])
+
+
+def _unrotated(x: np.ndarray, got: np.ndarray) -> list[Finding]:
+    """x returned as it came: nothing rotated."""
+    if got.shape == x.shape and np.allclose(got, x, rtol=_SLIP_RTOL, atol=_SLIP_ATOL):
+        return [
+            Finding(
+                "x comes back unchanged: nothing was rotated",
+                "every pair turns by its position times its frequency; only position 0 "
+                "leaves a row as it is",
+            )
+        ]
+    return []
 
 
 # Angles computed in float32 (positions * theta, or its cos and sin) put a relative error
@@ -532,8 +547,7 @@ def _float32_angles(x: np.ndarray, expected: np.ndarray, got: np.ndarray) -> lis
         Finding(
             f"right to float32 precision only (largest difference {error:.1e}) on float64 "
             f"input: the angles, or their cosines and sines, were computed in float32",
-            "compute positions * theta in float64 (np.asarray(positions, dtype=np.float64)), "
-            "whatever the dtype of x; round to x's dtype only at the end",
+            "the angles need float64 whatever the dtype of x; round to x's dtype only at the end",
         )
     ]
 
@@ -541,10 +555,12 @@ def _float32_angles(x: np.ndarray, expected: np.ndarray, got: np.ndarray) -> lis
 def _rope_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     x, positions = np.asarray(case.inputs["x"]), np.asarray(case.inputs["positions"])
     found = _recognise(got, _ROPE_SLIPS, lambda v: _rope_variant(x, positions, v), _rope_text)
-    return found or _float32_angles(x, np.asarray(case.expected), got)
+    return found or _unrotated(x, got) or _float32_angles(x, np.asarray(case.expected), got)
 
 
-def check_rope(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> CheckReport:
+def check_rope(
+    fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's RoPE in the interleaved layout.
 
     Parameters
@@ -554,23 +570,26 @@ def check_rope(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> CheckRe
         and ``positions`` of shape ``(n,)``: pair ``(x[..., t, 2i], x[..., t, 2i+1])`` is
         rotated counterclockwise by ``positions[t] * 10000 ** (-2i / d)``. Same shape
         and dtype as ``x``; ``x`` itself must not change.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
-        Truthy iff every case matches :func:`helpers.rope`. The report recognises the
-        rotate-half layout, a rotation the wrong way, a missing 2 in the exponent,
-        coordinate-wise frequencies, ignored positions, a rotation in place, a pair
-        updated one coordinate at a time, and angles computed in float32 for float64
-        input (float32 input may be answered in float32: its case allows that precision).
+        Truthy iff every case matches. The report recognises the rotate-half layout, a
+        rotation the wrong way, a missing 2 in the exponent, coordinate-wise
+        frequencies, ignored positions, a rotation in place, a pair updated one
+        coordinate at a time, ``x`` returned unrotated, and angles computed in float32
+        for float64 input (float32 input may be answered in float32: its case allows
+        that precision).
 
     Examples
     --------
-    >>> from helpers import rope
     >>> from helpers.checks import check_rope
-    >>> half = check_rope(lambda x, positions: rope(x, positions, layout="half"))
-    >>> half.failures[0].problem.split(",")[0]
-    'the pairs are (i'
+    >>> def unrotated(x, positions):  # a copy of x: every row as if at position 0
+    ...     return x.copy()
+    >>> check_rope(unrotated).failures[0].problem
+    'x comes back unchanged: nothing was rotated'
     """
     rng = np.random.default_rng(4)
     layouts = [
@@ -586,21 +605,25 @@ def check_rope(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> CheckRe
     ]
     specs = [
         _Spec(
-            Case(name, {"x": x, "positions": p}, rope(x.astype(np.float64), p), _ROPE_FORMULA),
+            Case(name, {"x": x, "positions": p}, rope(x.astype(np.float64), p), _ROPE_TEXTS[name]),
             lambda *arrays: arrays,
             f"x: {x.shape} ({x.dtype}), positions = {list(map(int, p))}",
             _rope_diagnose,
         )
         for name, x, p in layouts
     ]
-    report = _run(fn, "check_rope", specs)
+    report = _run(fn, "check_rope", specs, see=_ROPE_SECTION, more=_ROPE_MORE, hint=hint)
     return _with_hint(report, "in place", _ROPE_IN_PLACE_HINT)
 
 
-_ROPE_HALF_FORMULA = (
-    "for each row t and pair i, (a, b) = (x[t, i], x[t, i + d/2]) becomes (a cos f - b sin f, "
-    "a sin f + b cos f) with f = positions[t] * 10000**(-2i/d)"
-)
+_ROPE_TEXTS = {
+    "5 positions, d = 4": "row t's two pairs turn by t times their frequencies",
+    "positions 0, 7, 100; d = 8": "the positions are given, not 0, 1, 2: the row at "
+    "position 0 comes back unchanged",
+    "two heads, x of shape (2, 6, 8)": "x has a leading axis: every head turns alike",
+    "a single pair, d = 2": "a single pair, of frequency 1: row t turns by t radians",
+    "float32 input": "float32 input: a float32 answer, right to float32 precision",
+}
 
 
 def _rope_half_text(kind: str, variant: str) -> Finding:
@@ -608,15 +631,13 @@ def _rope_half_text(kind: str, variant: str) -> Finding:
         return Finding(
             "the pairs are (2i, 2i+1), the interleaved layout; this exercise rotates the "
             "rotate-half pairs (i, i + d/2)",
-            "take a = x[..., :d/2], b = x[..., d/2:] and write the results back to the same "
-            "columns",
+            "in the rotate-half layout, pair i is coordinates i and i + d/2",
         )
     if kind == "update":
         return Finding(
             "the second coordinate of each pair is computed from the already rotated first "
             "one (the pair is updated one coordinate at a time, in a copy or in x)",
-            "compute both new coordinates from the original a = x[..., :d/2] and "
-            "b = x[..., d/2:], and write them into a new array: out = np.empty_like(x)",
+            "both new coordinates of a pair come from its two original ones",
         )
     return _rope_text(kind, variant)
 
@@ -631,10 +652,12 @@ def _rope_half_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         return _rope_variant(x, positions, v)
 
     found = _recognise(got, _ROPE_SLIPS, answer, _rope_half_text)
-    return found or _float32_angles(x, np.asarray(case.expected), got)
+    return found or _unrotated(x, got) or _float32_angles(x, np.asarray(case.expected), got)
 
 
-def check_rope_half(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> CheckReport:
+def check_rope_half(
+    fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's RoPE in the rotate-half layout (Hugging Face's).
 
     Parameters
@@ -644,24 +667,24 @@ def check_rope_half(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> Ch
         and ``positions`` of shape ``(n,)``: pair ``(x[..., t, i], x[..., t, i + d/2])``
         is rotated counterclockwise by ``positions[t] * 10000 ** (-2i / d)``. Same shape
         and dtype as ``x``; ``x`` itself must not change.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
-        Truthy iff every case matches :func:`helpers.rope` with ``layout="half"``. The
-        report recognises the interleaved layout, a rotation the wrong way, a missing 2
-        in the exponent, coordinate-wise frequencies, ignored positions, a rotation in
-        place, a pair updated one coordinate at a time, and angles computed in float32.
+        Truthy iff every case matches. The report recognises the interleaved layout, a
+        rotation the wrong way, a missing 2 in the exponent, coordinate-wise
+        frequencies, ignored positions, a rotation in place, a pair updated one
+        coordinate at a time, ``x`` returned unrotated, and angles computed in float32.
 
     Examples
     --------
-    The interleaved layout, the chapter's, is the typical wrong answer:
-
-    >>> from helpers import rope
     >>> from helpers.checks import check_rope_half
-    >>> report = check_rope_half(rope)
-    >>> report.failures[0].problem.split(",")[0]
-    'the pairs are (2i'
+    >>> def unrotated(x, positions):  # a copy of x: every row as if at position 0
+    ...     return x.copy()
+    >>> check_rope_half(unrotated).status
+    'failed'
     """
     rng = np.random.default_rng(6)
     layouts = [
@@ -676,7 +699,7 @@ def check_rope_half(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> Ch
                 name,
                 {"x": x, "positions": p},
                 rope(x.astype(np.float64), p, layout="half"),
-                _ROPE_HALF_FORMULA,
+                _ROPE_TEXTS.get(name, "row t's pairs turn by t times their frequencies"),
             ),
             lambda *arrays: arrays,
             f"x: {x.shape} ({x.dtype}), positions = {list(map(int, p))}",
@@ -684,7 +707,14 @@ def check_rope_half(fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike]) -> Ch
         )
         for name, x, p in layouts
     ]
-    report = _run(fn, "check_rope_half", specs)
+    report = _run(
+        fn,
+        "check_rope_half",
+        specs,
+        see=f"{_ROPE_SECTION} and {_LAYOUTS}",
+        more=_ROPE_MORE,
+        hint=hint,
+    )
     return _with_hint(report, "in place", _ROPE_IN_PLACE_HINT)
 
 
@@ -705,17 +735,17 @@ def _conversion_slips(direction: str) -> dict[str, tuple[str, ...]]:
     }
 
 
-_CONVERSION_FORMULA = (
-    "column c of W makes output coordinate c (Q = X @ W); within each head of width d_head, "
-    "take the even columns of the head first and then the odd ones: "
-    "W[:, h*d_head + np.r_[0:d_head:2, 1:d_head:2]] for every head h"
+_CONVERSION_TEXT = (
+    "column c of W makes output coordinate c (the queries are X times W): within each head, "
+    "every column moves to where the rotate-half layout keeps its coordinate"
 )
-
-
-_INVERSE_FORMULA = (
-    "column c of W makes output coordinate c (Q = X @ W); within each head of width d_head, "
-    "the rotate-half columns i and d_head/2 + i (the pair i) become the interleaved columns "
-    "2i and 2i + 1, for i = 0, ..., d_head/2 - 1"
+_INVERSE_TEXT = (
+    "column c of W makes output coordinate c (the queries are X times W): within each head, "
+    "every column moves back to where the interleaved layout keeps its coordinate"
+)
+_CONVERSION_MORE = (
+    "in one head, list for each coordinate the pair it belongs to and its place in the "
+    "pair, in both layouts; the columns of W move with their coordinates, head by head"
 )
 
 
@@ -747,36 +777,36 @@ def _conversion_text(kind: str, variant: str) -> Finding:
         ("axis", "rows"): (
             "the rows of W are permuted; in Q = X @ W the output coordinates are the "
             "columns (PyTorch's nn.Linear stores W^T, whose rows they are)",
-            "permute the columns: W[:, order]",
+            "the coordinates that RoPE pairs are the columns of W",
         ),
         ("scope", "whole width"): (
             "the permutation runs over the whole width, as if there were one head: RoPE "
             "acts on each head's d_head coordinates separately",
-            "apply the evens-then-odds order inside each head: h*d_head + np.r_[0:d_head:2, "
-            "1:d_head:2]",
+            "each head keeps its own columns, rearranged within the head",
         ),
         ("direction", "half -> interleaved"): (
             "this is the inverse permutation: it converts the half layout to the interleaved one",
-            "the new column j < d_head/2 of a head is its old column 2j, and the new column "
-            "d_head/2 + j its old column 2j + 1",
+            "this conversion goes from the interleaved layout to the rotate-half one",
         ),
         ("direction", "interleaved -> half"): (
             "this is the interleaved -> half permutation (evens first, then odds) applied "
             "once more: for d_head > 4 it is not its own inverse, so W is not restored",
-            "undo the permutation: within a head, the interleaved pair (2i, 2i + 1) is the "
-            "rotate-half pair (i, i + d_head/2); an inverse order is np.argsort of a forward one",
+            "follow one coordinate of a head of width 8 both ways, and compare",
         ),
     }
     return Finding(*texts[kind, variant])
 
 
 def _conversion_diagnose(num_heads: int, direction: str = _TO_HALF) -> Diagnose:
-    formula = _CONVERSION_FORMULA if direction == _TO_HALF else _INVERSE_FORMULA
-
     def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         W = np.asarray(case.inputs["W"])
         if np.array_equal(got, W):
-            return [Finding("W is returned unchanged", formula)]
+            return [
+                Finding(
+                    "W is returned unchanged",
+                    "the two layouts keep a pair's coordinates in different columns",
+                )
+            ]
         return _recognise(
             got,
             _conversion_slips(direction),
@@ -787,7 +817,9 @@ def _conversion_diagnose(num_heads: int, direction: str = _TO_HALF) -> Diagnose:
     return diagnose
 
 
-def check_rope_layout_conversion(fn: Callable[[np.ndarray, int], npt.ArrayLike]) -> CheckReport:
+def check_rope_layout_conversion(
+    fn: Callable[[np.ndarray, int], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's conversion of ``W_Q`` (or ``W_K``) between the RoPE layouts.
 
     Parameters
@@ -797,6 +829,8 @@ def check_rope_layout_conversion(fn: Callable[[np.ndarray, int], npt.ArrayLike])
         was trained with the interleaved RoPE (pairs ``(2i, 2i+1)`` of each head);
         ``W_half`` gives the same scores with the rotate-half RoPE (pairs
         ``(i, i + d_head/2)``). It is ``W`` with its columns permuted within each head.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -807,14 +841,11 @@ def check_rope_layout_conversion(fn: Callable[[np.ndarray, int], npt.ArrayLike])
 
     Examples
     --------
-    >>> import numpy as np
     >>> from helpers.checks import check_rope_layout_conversion
-    >>> def whole_width(W, num_heads):  # one permutation for all heads: a slip
-    ...     d = W.shape[1]
-    ...     return W[:, np.r_[0:d:2, 1:d:2]]
-    >>> report = check_rope_layout_conversion(whole_width)
-    >>> bool(report), report.failures[0].problem.split(":")[0]
-    (False, 'the permutation runs over the whole width, as if there were one head')
+    >>> def unchanged(W, num_heads):  # as if the two layouts paired the same columns
+    ...     return W
+    >>> check_rope_layout_conversion(unchanged).failures[0].problem
+    'W is returned unchanged'
     """
     rng = np.random.default_rng(5)
     layouts = [
@@ -829,16 +860,25 @@ def check_rope_layout_conversion(fn: Callable[[np.ndarray, int], npt.ArrayLike])
         order = _columns_to_half(shape[1], h, scope="per head", direction="interleaved -> half")
         specs.append(
             _Spec(
-                Case(name, {"W": W}, W[:, order], _CONVERSION_FORMULA, rtol=0.0, atol=0.0),
+                Case(name, {"W": W}, W[:, order], _CONVERSION_TEXT, rtol=0.0, atol=0.0),
                 _append(h),
                 f"W: {shape}, num_heads = {h}",
                 _conversion_diagnose(h),
             )
         )
-    return _run(fn, "check_rope_layout_conversion", specs)
+    return _run(
+        fn,
+        "check_rope_layout_conversion",
+        specs,
+        see=_LAYOUTS,
+        more=_CONVERSION_MORE,
+        hint=hint,
+    )
 
 
-def check_rope_layout_inverse(fn: Callable[[np.ndarray, int], npt.ArrayLike]) -> CheckReport:
+def check_rope_layout_inverse(
+    fn: Callable[[np.ndarray, int], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's conversion of ``W_Q`` (or ``W_K``) from rotate-half to interleaved.
 
     Parameters
@@ -849,6 +889,8 @@ def check_rope_layout_inverse(fn: Callable[[np.ndarray, int], npt.ArrayLike]) ->
         ``(i, i + d_head/2)`` of each head); ``W_interleaved`` gives the same scores with
         the interleaved RoPE (pairs ``(2i, 2i+1)``). It undoes
         :func:`check_rope_layout_conversion`'s permutation.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -860,15 +902,11 @@ def check_rope_layout_inverse(fn: Callable[[np.ndarray, int], npt.ArrayLike]) ->
 
     Examples
     --------
-    >>> import numpy as np
     >>> from helpers.checks import check_rope_layout_inverse
-    >>> def forward_again(W, num_heads):  # the interleaved -> half order once more: a slip
-    ...     d_head = W.shape[1] // num_heads
-    ...     order = np.r_[0:d_head:2, 1:d_head:2]
-    ...     return W[:, np.concatenate([h * d_head + order for h in range(num_heads)])]
-    >>> report = check_rope_layout_inverse(forward_again)
-    >>> report.failures[0].problem.split(":")[0]
-    'this is the interleaved -> half permutation (evens first, then odds) applied once more'
+    >>> def unchanged(W, num_heads):  # as if the two layouts paired the same columns
+    ...     return W
+    >>> check_rope_layout_inverse(unchanged).failures[0].problem
+    'W is returned unchanged'
     """
     rng = np.random.default_rng(7)
     layouts = [
@@ -883,24 +921,27 @@ def check_rope_layout_inverse(fn: Callable[[np.ndarray, int], npt.ArrayLike]) ->
         order = _columns_to_half(shape[1], h, scope="per head", direction=_TO_INTERLEAVED)
         specs.append(
             _Spec(
-                Case(name, {"W": W}, W[:, order], _INVERSE_FORMULA, rtol=0.0, atol=0.0),
+                Case(name, {"W": W}, W[:, order], _INVERSE_TEXT, rtol=0.0, atol=0.0),
                 _append(h),
                 f"W: {shape}, num_heads = {h}",
                 _conversion_diagnose(h, _TO_INTERLEAVED),
             )
         )
-    return _run(fn, "check_rope_layout_inverse", specs)
+    return _run(
+        fn,
+        "check_rope_layout_inverse",
+        specs,
+        see=_LAYOUTS,
+        more=_CONVERSION_MORE,
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
 # check_alibi_slopes
 # ---------------------------------------------------------------------------
 
-_SLOPES_FORMULA = (
-    "for h a power of 2, slope k = 2**(-8k/h), k = 1, ..., h; otherwise, with p the largest "
-    "power of 2 below h, the p slopes for p heads followed by the first h - p of the odd-"
-    "numbered slopes for 2p heads (the 1st, 3rd, 5th, ...)"
-)
+_ALIBI = section(4, "ALiBi: linear biases on the scores")
 
 
 def _geometric(h: int) -> np.ndarray:
@@ -912,8 +953,8 @@ def _slope_slips(h: int) -> list[tuple[np.ndarray, Finding]]:
     right = alibi_slopes(h)
     upper = p if p == h else 2 * p  # the power of 2 at or above h
     power_hint = (
-        f"for h = {h}, not a power of 2, take the {p} slopes of {p} heads, then "
-        f"{h - p} more: the 1st, 3rd, 5th, ... slopes of {2 * p} heads"
+        f"h = {h} is not a power of 2: the chapter's rule for such h differs from the "
+        "geometric sequence of powers of 2"
     )
     slips = [
         (
@@ -928,7 +969,7 @@ def _slope_slips(h: int) -> list[tuple[np.ndarray, Finding]]:
             2.0 ** (-8.0 * np.arange(h) / h),
             Finding(
                 "the exponents start at k = 0, so the first slope is 1",
-                "slope k = 2**(-8k/h) for k = 1, ..., h: the first is 2**(-8/h)",
+                "every slope is below 1",
             ),
         ),
         (
@@ -942,8 +983,8 @@ def _slope_slips(h: int) -> list[tuple[np.ndarray, Finding]]:
             np.concatenate([_geometric(p), _geometric(2 * p)[1::2][: h - p]]),
             Finding(
                 f"the extra slopes are the 2nd, 4th, ... of {2 * p} heads, which repeat "
-                f"slopes already used; the rule takes the 1st, 3rd, 5th, ...",
-                power_hint,
+                "slopes already used",
+                "every head gets a slope of its own",
             ),
         ),
         (
@@ -952,16 +993,18 @@ def _slope_slips(h: int) -> list[tuple[np.ndarray, Finding]]:
                 "the slopes are negative: these are the right slopes with their signs "
                 "flipped. The slopes are positive; the minus sign belongs to the bias, "
                 "-slope * (p - p'), so that distant keys are penalised",
-                "return 2**(-8k/h) (and, for h not a power of 2, the extra slopes), all > 0",
+                "every slope is positive",
             ),
         ),
-        (right[::-1], Finding("the slopes are in reverse order", _SLOPES_FORMULA)),
+        (
+            right[::-1],
+            Finding("the slopes are in reverse order", "head 1 gets the largest slope"),
+        ),
         (
             np.sort(right)[::-1],
             Finding(
-                "the right slopes, sorted: the rule keeps the h0 slopes of the largest power "
-                "of 2, h0 <= h, first and appends the extra ones after them",
-                power_hint,
+                "the right slopes, sorted: the rule's order is not sorted",
+                "keep the slopes in the order the rule produces them",
             ),
         ),
     ]
@@ -978,7 +1021,7 @@ def _slopes_diagnose(h: int) -> Diagnose:
     return diagnose
 
 
-def check_alibi_slopes(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
+def check_alibi_slopes(fn: Callable[[int], npt.ArrayLike], *, hint: bool = False) -> CheckReport:
     """Check the reader's ALiBi head slopes.
 
     Parameters
@@ -986,15 +1029,16 @@ def check_alibi_slopes(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
     fn : callable
         ``fn(h) -> slopes`` of shape ``(h,)``, called with a Python int: the slopes of
         Press et al. for ``h`` heads, head 1 first.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
-        Truthy iff every case matches :func:`helpers.alibi_slopes` (1, 2, 8, 16, 6, 12,
-        5 and 24 heads). The report recognises the power-of-2 formula applied to any
-        ``h``, exponents from 0, the first ``h`` slopes of the next power of 2, the
-        wrong half of the extra slopes, negated slopes, and the right slopes reversed or
-        sorted.
+        Truthy iff every case matches (1, 2, 8, 16, 6, 12, 5 and 24 heads). The report
+        recognises the power-of-2 formula applied to any ``h``, exponents from 0, the
+        first ``h`` slopes of the next power of 2, the wrong half of the extra slopes,
+        negated slopes, and the right slopes reversed or sorted.
 
     Examples
     --------
@@ -1013,7 +1057,9 @@ def check_alibi_slopes(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
                 f"h = {h}",
                 {},
                 alibi_slopes(h),
-                _SLOPES_FORMULA,
+                "a power of 2: one geometric sequence"
+                if h & (h - 1) == 0
+                else f"h = {h} is not a power of 2: the chapter's rule for such h",
                 rtol=1e-9,
                 atol=0.0,
             ),
@@ -1023,4 +1069,230 @@ def check_alibi_slopes(fn: Callable[[int], npt.ArrayLike]) -> CheckReport:
         )
         for h in counts
     ]
-    return _run(fn, "check_alibi_slopes", specs)
+    return _run(
+        fn,
+        "check_alibi_slopes",
+        specs,
+        see=_ALIBI,
+        more="for a power of 2 the slopes are a geometric sequence; for any other h the "
+        "chapter's rule starts from the largest power of 2 below h and takes the missing "
+        "slopes from the sequence of twice as many heads, keeping every other one: which "
+        "ones, and in which order?",
+        hint=hint,
+    )
+
+
+# ---------------------------------------------------------------------------
+# check_position_from_encoding
+# ---------------------------------------------------------------------------
+
+# The ways of reading a position back from its encoding that go wrong, the right one first.
+_DECODE_SLIPS: dict[str, tuple[str, ...]] = {
+    "pair": ("slowest", "fastest"),
+    "layout": ("interleaved", "concatenated"),
+    "order": ("sin, cos", "cos, sin"),
+    "inverse": ("two-argument arctangent", "arcsin", "arccos"),
+    "wrap": ("into [0, 2pi)", "none"),
+    "frequency": ("the pair's", "no factor 2", "none"),
+}
+
+_DECODE_MORE = (
+    "the two coordinates of a pair fix its angle, quadrant included, only together; and an "
+    "angle tells a position apart from the positions a whole turn away only in a pair that "
+    "has not yet completed a turn: ask which pair that is for the positions the check uses"
+)
+_DECODE_HINT = (
+    "every pair of coordinates holds the sine and the cosine of one angle, its position times "
+    "its frequency; find a pair whose angle never completes a turn over the positions asked "
+    "for, read its angle in [0, 2π), and turn the angle back into a position"
+)
+
+
+def _decode_variant(pe: np.ndarray, variant: Variant) -> np.ndarray:
+    """The position read back from ``pe`` with the given slips (see ``_DECODE_SLIPS``)."""
+    choice = {k: variant.get(k, v[0]) for k, v in _DECODE_SLIPS.items()}
+    d = pe.shape[-1]
+    i = d // 2 - 1 if choice["pair"] == "slowest" else 0
+    if choice["layout"] == "interleaved":
+        first, second = pe[..., 2 * i], pe[..., 2 * i + 1]
+    else:  # the concatenated layout read into an interleaved table
+        first, second = pe[..., i], pe[..., i + d // 2]
+    sin, cos = (second, first) if choice["order"] == "cos, sin" else (first, second)
+    if choice["inverse"] == "arcsin":
+        angle = np.arcsin(np.clip(sin, -1, 1))
+    elif choice["inverse"] == "arccos":
+        angle = np.arccos(np.clip(cos, -1, 1))
+    else:
+        angle = np.arctan2(sin, cos)
+    if choice["inverse"] == "two-argument arctangent" and choice["wrap"] == "into [0, 2pi)":
+        angle = np.mod(angle, 2 * np.pi)
+    frequency = {
+        "the pair's": 10000.0 ** (-2 * i / d),
+        "no factor 2": 10000.0 ** (-i / d),
+        "none": 1.0,
+    }[choice["frequency"]]
+    return angle / frequency
+
+
+def _decode_text(kind: str, variant: str) -> Finding:
+    texts = {
+        ("pair", "fastest"): (
+            "your positions are the true ones reduced modulo 2π = 6.283: the pair you read "
+            "turns once every 2π positions, so positions a whole turn apart look the same "
+            "to it",
+            "a pair whose wavelength is longer than every position asked for never "
+            "completes a turn: which pair is that, and what is its frequency?",
+        ),
+        ("layout", "concatenated"): (
+            "you read the two coordinates of a pair d_model/2 columns apart, as in the "
+            "concatenated layout; this encoding interleaves them",
+            "in the interleaved layout the sine and the cosine of a pair sit in two "
+            "neighbouring columns, the sine in the even one",
+        ),
+        ("order", "cos, sin"): (
+            "sine and cosine are swapped: the angle you computed is a quarter turn minus "
+            "the true one",
+            "which column of the pair holds the sine, and which argument of the inverse "
+            "tangent expects it?",
+        ),
+        ("inverse", "arcsin"): (
+            "the arcsine of the sine alone is right only while the angle stays within a "
+            "quarter turn: beyond it, two angles share each sine",
+            "an angle anywhere in a full turn needs both coordinates of the pair",
+        ),
+        ("inverse", "arccos"): (
+            "the arccosine of the cosine alone is right only while the angle stays within "
+            "half a turn: beyond it, two angles share each cosine",
+            "an angle anywhere in a full turn needs both coordinates of the pair",
+        ),
+        ("wrap", "none"): (
+            "the positions past half the pair's wavelength come back negative, one "
+            "wavelength too small: the inverse tangent returns angles between -π and π, "
+            "while the encoding's angles run from 0 to 2π",
+            "bring each angle into [0, 2π) before turning it into a position",
+        ),
+        ("frequency", "no factor 2"): (
+            "your positions are the true ones times a constant: the frequency you divided "
+            "by is not that of the pair you read (its exponent has lost the factor 2)",
+            "recompute the frequency of the pair you read from its pair index, as the "
+            "encoding defines it",
+        ),
+        ("frequency", "none"): (
+            "you returned the pair's angle, not a position: the angle grows by the pair's "
+            "frequency at every position",
+            "how many radians does the pair you read turn per position?",
+        ),
+    }
+    return Finding(*texts[kind, variant])
+
+
+def _decode_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+    pe, expected = np.asarray(case.inputs["pe"]), np.asarray(case.expected)
+    found = _recognise(
+        got, _DECODE_SLIPS, lambda v: _decode_variant(pe, v), _decode_text, max_slips=2
+    )
+    if found:
+        return found
+    if np.allclose(got, np.round(got)) and not np.allclose(expected, np.round(expected)):
+        return [
+            Finding(
+                "your positions are whole numbers, while the encoded ones lie between "
+                "integers: a table of encodings at whole positions cannot give them back",
+                "the encoding is defined at every real position: read the position off its "
+                "angles rather than search a table",
+            )
+        ]
+    nonzero = np.abs(expected) > 1e-9
+    if nonzero.any():
+        ratio = got[nonzero] / expected[nonzero]
+        if np.allclose(ratio, ratio[0], rtol=1e-6) and not np.isclose(ratio[0], 1):
+            return [
+                Finding(
+                    f"your positions are the true ones times {ratio[0]:.6g}: the frequency "
+                    "you divided by is not that of the pair you read",
+                    "recompute the frequency of the pair you read from its pair index, as "
+                    "the encoding defines it",
+                )
+            ]
+    return []
+
+
+def _encode(positions: np.ndarray, d: int) -> np.ndarray:
+    """Rows of the sinusoidal encoding (interleaved) at any real positions: (..., d)."""
+    angles = np.asarray(positions, dtype=np.float64)[..., None] * 10000.0 ** (
+        -np.arange(0, d, 2) / d
+    )
+    pe = np.empty((*angles.shape[:-1], d))
+    pe[..., 0::2], pe[..., 1::2] = np.sin(angles), np.cos(angles)
+    return pe
+
+
+def check_position_from_encoding(
+    fn: Callable[[np.ndarray], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
+    """Check the reader's decoder of the sinusoidal encoding: from a row back to its position.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(pe) -> positions``: ``pe`` of shape ``(..., d_model)`` holds rows of the
+        sinusoidal encoding of chapter 4 (interleaved layout, ``d_model`` even) at real
+        positions ``p`` with ``0 <= p`` below the wavelength of its slowest pair; the
+        function returns the positions, of shape ``(...)``, and leaves ``pe`` unchanged.
+    hint : bool, default False
+        Show the fuller hint under the failures.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff every case gives back the positions it encoded (integers, positions
+        between integers, positions past half a turn of the slowest pair, a batch, and
+        ``d_model`` of 2, 8, 16 and 128). The report recognises the fastest pair read in
+        place of a slow one, the concatenated layout, sine and cosine swapped, the arcsine
+        or the arccosine of one coordinate, angles left in (-π, π], a wrong frequency and
+        an angle returned as a position, alone or two together.
+
+    Examples
+    --------
+    The arcsine of the first coordinate, a typical wrong answer:
+
+    >>> import numpy as np
+    >>> from helpers.checks import check_position_from_encoding
+    >>> def from_the_first_sine(pe):
+    ...     return np.arcsin(pe[..., 0])
+    >>> report = check_position_from_encoding(from_the_first_sine)
+    >>> bool(report), report.failures[0].problem.split(":")[0]
+    (False, 'the arcsine of the sine alone is right only while the angle stays within a quarter turn')
+    """
+    rng = np.random.default_rng(41)
+    batch = np.round(rng.uniform(0, 15000, size=(2, 3)), 2)
+    layouts = [
+        ("positions 0 to 9, d_model = 8", np.arange(10.0), 8),
+        ("positions between integers, d_model = 8", np.array([0.5, 2.25, 7.75, 31.125]), 8),
+        (
+            "past half a turn of the slowest pair, d_model = 8",
+            np.array([1000.0, 3200.5, 4500.0, 6000.0]),
+            8,
+        ),
+        ("a batch of shape (2, 3), d_model = 16", batch, 16),
+        ("far positions, d_model = 128", np.array([3.0, 12345.5, 40000.0, 54000.0]), 128),
+        ("a single pair, d_model = 2", np.array([0.0, 1.0, 3.0, 6.0]), 2),
+    ]
+    specs = [
+        _Spec(
+            Case(name, {"pe": _encode(p, d)}, p, _DECODE_HINT),
+            lambda *arrays: arrays,
+            f"pe: {(*p.shape, d)}, the encodings of positions "
+            + ", ".join(f"{v:g}" for v in p.ravel()),
+            _decode_diagnose,
+        )
+        for name, p, d in layouts
+    ]
+    return _run(
+        fn,
+        "check_position_from_encoding",
+        specs,
+        see=section(4, "Sinusoidal encodings"),
+        more=_DECODE_MORE,
+        hint=hint,
+    )

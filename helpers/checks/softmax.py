@@ -7,7 +7,15 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from helpers.checks.core import Case, CheckReport, Finding, _fmt_array, _fmt_num, run_checks
+from helpers.checks.core import (
+    Case,
+    CheckReport,
+    Finding,
+    _fmt_array,
+    _fmt_num,
+    run_checks,
+    section,
+)
 from helpers.checks.multihead import _append, _run, _Spec
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
 
@@ -21,13 +29,18 @@ __all__ = [
     "check_softmax_temperature",
 ]
 
+_DEFINITION = section(1, "Definition")
+_PROPERTIES = section(1, "Four properties")
+_OVERFLOW = section(1, "Computing softmax without overflow")
+_LOG_SECTION = section(1, "Log-sum-exp and log-softmax")
+_LIMIT = section(1, "What softmax approximates")
+_TEMPERATURE = section(1, "Temperature")
+_JACOBIAN = section(1, "The Jacobian")
 _STABLE = (
-    "subtract max(z) before exponentiating: softmax(z) = softmax(z - max(z)), "
-    "and every exp(z_i - max(z)) <= 1 cannot overflow"
+    "the exact answer is finite, and adding the same constant to every logit does not change it"
 )
 _F32 = np.float32
-_BASIC_SOFTMAX_HINT = "softmax(z)_i = exp(z_i) / sum_j exp(z_j)"
-_JACOBIAN_FORMULA = "J = diag(p) - p p^T with p = softmax(z): dp_i/dz_j = p_i (delta_ij - p_j)"
+_BASIC_SOFTMAX_HINT = f"the probabilities are positive and sum to 1 ({_DEFINITION})"
 
 # (name, logits, hint): the inputs shared by the softmax-like checks.
 _LOGIT_CASES: tuple[tuple[str, npt.NDArray[np.floating], str], ...] = (
@@ -47,14 +60,12 @@ _LOGIT_CASES: tuple[tuple[str, npt.NDArray[np.floating], str], ...] = (
     (
         "very negative logits",
         np.array([-1000.0, -1001.0, -1002.0]),
-        "every exp(z_i) underflows to 0, and 0/0 is nan: subtract max(z) first, so the "
-        "largest term is exp(0) = 1",
+        f"every exp(z_i) underflows to 0, and 0/0 is nan: {_STABLE}",
     ),
     (
         "a -inf logit (masked entry)",
         np.array([0.0, -np.inf, 0.0]),
-        "a -inf logit must get probability exactly 0 (exp(-inf) = 0); subtracting "
-        "max(z), which is finite here, keeps it that way",
+        "a -inf logit must get probability exactly 0, and the others share all of it",
     ),
     (
         "float32 input",
@@ -65,10 +76,7 @@ _LOGIT_CASES: tuple[tuple[str, npt.NDArray[np.floating], str], ...] = (
 
 # One 2-D case for the functions that may be written for batches (rows = last axis).
 _BATCH = np.array([[1.0, 2.0, 3.0], [1000.0, 1000.0, -1000.0]])
-_BATCH_HINT = (
-    "normalise each row separately: reduce along the last axis with keepdims=True, "
-    "e.g. z.max(axis=-1, keepdims=True) and exp_z.sum(axis=-1, keepdims=True)"
-)
+_BATCH_HINT = "each row (along the last axis) is a separate vector of logits"
 
 
 def _softmax_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
@@ -76,10 +84,7 @@ def _softmax_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     sums = got.sum(axis=-1)
     if not np.allclose(sums, 1, atol=1e-3):
         findings.append(
-            Finding(
-                f"the output sums to {_fmt_array(sums)}, not 1",
-                f"divide exp(z) by its sum: {_BASIC_SOFTMAX_HINT}",
-            )
+            Finding(f"the output sums to {_fmt_array(sums)}, not 1", _BASIC_SOFTMAX_HINT)
         )
     if (got < 0).any():
         findings.append(Finding("the output has negative entries; probabilities are >= 0"))
@@ -87,7 +92,7 @@ def _softmax_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
 
 
 def check_softmax(
-    fn: Callable[[np.ndarray], npt.ArrayLike], *, batched: bool = False
+    fn: Callable[[np.ndarray], npt.ArrayLike], *, batched: bool = False, hint: bool = False
 ) -> CheckReport:
     """Check the reader's softmax on ordinary and numerically hard logits.
 
@@ -99,6 +104,8 @@ def check_softmax(
     batched : bool, default False
         Also check a 2-D input of shape ``(2, 3)``, softmax along each row (the last
         axis). Only for functions written to handle batches.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -113,16 +120,10 @@ def check_softmax(
 
     Examples
     --------
+    The textbook formula, exponentiating the logits as they are:
+
     >>> import numpy as np
-    >>> from helpers import softmax
     >>> from helpers.checks import check_softmax
-    >>> check_softmax(softmax)
-    check_softmax(softmax): All 8 checks passed: small vector, equal logits, single logit,
-        shifted by 100, large logits, very negative logits, a -inf logit (masked entry),
-        float32 input.
-
-    The textbook formula, without subtracting the maximum first:
-
     >>> def naive_softmax(z):
     ...     return np.exp(z) / np.exp(z).sum()
     >>> report = check_softmax(naive_softmax)
@@ -137,9 +138,8 @@ def check_softmax(
         got:      [nan, nan, nan]
         problem:  the output contains nan; RuntimeWarning: "overflow encountered in exp",
                   "invalid value encountered in divide"
-        hint:     exp(1000) overflows to inf, and inf/inf is nan: subtract max(z) before
-                  exponentiating: softmax(z) = softmax(z - max(z)), and every exp(z_i -
-                  max(z)) <= 1 cannot overflow
+        hint:     exp(1000) overflows to inf, and inf/inf is nan: the exact answer is
+                  finite, and adding the same constant to every logit does not change it
     <BLANKLINE>
     FAILED: very negative logits
         input:    z = [-1000, -1001, -1002]
@@ -147,8 +147,8 @@ def check_softmax(
         got:      [nan, nan, nan]
         problem:  the output contains nan; RuntimeWarning: "invalid value encountered in
                   divide"
-        hint:     every exp(z_i) underflows to 0, and 0/0 is nan: subtract max(z) first, so
-                  the largest term is exp(0) = 1
+        hint:     every exp(z_i) underflows to 0, and 0/0 is nan: the exact answer is
+                  finite, and adding the same constant to every logit does not change it
     <BLANKLINE>
     FAILED: float32 input
         input:    z = [50, 100, 90] (float32)
@@ -156,25 +156,39 @@ def check_softmax(
         got:      [0, nan, nan]
         problem:  the output contains nan; RuntimeWarning: "overflow encountered in exp",
                   "invalid value encountered in divide"
-        hint:     in float32 exp already overflows above z = 88.7: subtract max(z) before
-                  exponentiating: softmax(z) = softmax(z - max(z)), and every exp(z_i -
-                  max(z)) <= 1 cannot overflow
+        hint:     in float32 exp already overflows above z = 88.7: the exact answer is
+                  finite, and adding the same constant to every logit does not change it
     <BLANKLINE>
     Passed: small vector, equal logits, single logit, shifted by 100, a -inf logit (masked
         entry).
+    <BLANKLINE>
+    See chapter 1, "Computing softmax without overflow".
+    <BLANKLINE>
+    A fuller hint: check_softmax(naive_softmax, hint=True).
     """
     cases = [
-        Case(name, {"z": z}, softmax(z.astype(np.float64)), hint or _BASIC_SOFTMAX_HINT)
-        for name, z, hint in _LOGIT_CASES
+        Case(name, {"z": z}, softmax(z.astype(np.float64)), text or _BASIC_SOFTMAX_HINT)
+        for name, z, text in _LOGIT_CASES
     ]
     if batched:
         cases.append(Case("2-D batch (rows)", {"z": _BATCH}, softmax(_BATCH), _BATCH_HINT))
-    return run_checks(fn, cases, check_name="check_softmax", diagnose=_softmax_diagnose)
+    return run_checks(
+        fn,
+        cases,
+        check_name="check_softmax",
+        diagnose=_softmax_diagnose,
+        see=_OVERFLOW,
+        more="the probabilities are unchanged when the same constant is added to every "
+        "logit: which constant makes every exponential at most 1, so that nothing "
+        "overflows, and at least one of them equal to 1, so that the sum cannot underflow "
+        "to 0?",
+        hint=hint,
+    )
 
 
 _LOG_SOFTMAX_DIRECT = (
-    "compute log_softmax(z) = (z - m) - log(sum(exp(z - m))) with m = max(z), "
-    "instead of taking the log of softmax(z)"
+    "the exact answer is finite although softmax rounds the smallest probability to 0: a "
+    "log-probability need not be computed as the log of a probability"
 )
 
 
@@ -187,14 +201,14 @@ def _log_softmax_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         findings.append(
             Finding(
                 f"exp(output) sums to {_fmt_array(sums)}, not 1",
-                f"subtract the log of the normaliser: {_LOG_SOFTMAX_DIRECT}",
+                "the log-probabilities of a vector are those of a probability vector",
             )
         )
     return findings
 
 
 def check_log_softmax(
-    fn: Callable[[np.ndarray], npt.ArrayLike], *, batched: bool = False
+    fn: Callable[[np.ndarray], npt.ArrayLike], *, batched: bool = False, hint: bool = False
 ) -> CheckReport:
     """Check the reader's log-softmax, including where ``log(softmax(z))`` fails.
 
@@ -205,6 +219,8 @@ def check_log_softmax(
         ``log softmax(z)``, shape ``(n,)``.
     batched : bool, default False
         Also check a 2-D input of shape ``(2, 3)``, along each row.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -220,21 +236,21 @@ def check_log_softmax(
 
     Examples
     --------
-    >>> from helpers import log_softmax
+    >>> import numpy as np
     >>> from helpers.checks import check_log_softmax
-    >>> check_log_softmax(log_softmax)
-    check_log_softmax(log_softmax): All 9 checks passed: small vector, equal logits,
-        single logit, shifted by 100, large logits, very negative logits, a -inf logit
-        (masked entry), float32 input, widely spread logits.
+    >>> def logits_back(z):  # the logits themselves: not normalised
+    ...     return z
+    >>> check_log_softmax(logits_back).message.split(";")[0]
+    'single logit: some outputs are > 0, but log-probabilities are <= 0'
     """
     cases = [
         Case(
             name,
             {"z": z},
             log_softmax(z.astype(np.float64)),
-            hint or "log_softmax(z)_i = z_i - log(sum_j exp(z_j))",
+            text or f"the log-probabilities: their exponentials sum to 1 ({_LOG_SECTION})",
         )
-        for name, z, hint in _LOGIT_CASES
+        for name, z, text in _LOGIT_CASES
     ]
     spread = np.array([0.0, -1000.0])
     cases.append(
@@ -248,12 +264,21 @@ def check_log_softmax(
     )
     if batched:
         cases.append(Case("2-D batch (rows)", {"z": _BATCH}, log_softmax(_BATCH), _BATCH_HINT))
-    return run_checks(fn, cases, check_name="check_log_softmax", diagnose=_log_softmax_diagnose)
+    return run_checks(
+        fn,
+        cases,
+        check_name="check_log_softmax",
+        diagnose=_log_softmax_diagnose,
+        see=_LOG_SECTION,
+        more="take the log of the softmax's definition on paper first: it splits into the "
+        "logit minus the log of a sum of exponentials, and that sum can be computed without "
+        "overflow as chapter 1 computes log-sum-exp",
+        hint=hint,
+    )
 
 
 _LOG_SOFTMAX_VJP = (
-    "d log p_i / d z_j = delta_ij - p_j, so dL/dz_j = g_j - p_j * sum_i g_i "
-    "(sums over the last axis), with p = softmax(z)"
+    "derive d log p_i / d z_j from the log-softmax's definition, then sum the chain rule over i"
 )
 
 
@@ -268,8 +293,8 @@ def _log_softmax_backward_diagnose(case: Case, got: np.ndarray) -> list[Finding]
         ),
         (
             g - (p * g).sum(axis=-1, keepdims=True),
-            "it equals g - (p . g): the Jacobian I - 1 p^T is applied untransposed; "
-            "the gradient needs its transpose",
+            "it equals g - (p . g): the Jacobian is applied untransposed; the gradient "
+            "needs its transpose",
         ),
         (
             p * (g - (p * g).sum(axis=-1, keepdims=True)),
@@ -279,17 +304,18 @@ def _log_softmax_backward_diagnose(case: Case, got: np.ndarray) -> list[Finding]
             g - p * g.sum(),
             "the sum of g was taken over the whole array, not over each row",
         ),
+        (g, "it equals g: the gradient went through the log-softmax unchanged"),
     )
     for candidate, problem in known:
         if got.shape == candidate.shape and np.allclose(got, candidate, rtol=1e-4, atol=1e-6):
             return [Finding(problem, _LOG_SOFTMAX_VJP)]
     if np.isnan(got).any():
-        return [Finding("the output contains nan", "compute p with a stable softmax")]
+        return [Finding("the output contains nan", _STABLE)]
     return []
 
 
 def check_log_softmax_backward(
-    fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike],
+    fn: Callable[[np.ndarray, np.ndarray], npt.ArrayLike], *, hint: bool = False
 ) -> CheckReport:
     """Check the reader's backward pass of log-softmax over the last axis.
 
@@ -299,13 +325,15 @@ def check_log_softmax_backward(
         ``fn(z, g) -> dz``: takes logits ``z`` of shape ``(..., n)`` and the gradient
         ``g = dL/d log_softmax(z)`` of the same shape, and returns ``dL/dz``, shape
         ``(..., n)``.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
         Truthy iff every case passed; its ``repr`` names the typical mistakes: the sum
         of ``g`` left out, the Jacobian untransposed, the softmax's backward pass used
-        instead, a sum over the whole batch.
+        instead, a sum over the whole batch, ``g`` returned unchanged.
 
     Notes
     -----
@@ -315,16 +343,11 @@ def check_log_softmax_backward(
 
     Examples
     --------
-    Leaving out the factor ``sum(g)`` is caught (it is right only where ``g`` sums to 1):
-
-    >>> import numpy as np
-    >>> from helpers import softmax
     >>> from helpers.checks import check_log_softmax_backward
-    >>> def minus_p(z, g):
-    ...     return g - softmax(z)
-    >>> report = check_log_softmax_backward(minus_p)
-    >>> bool(report), report.failures[0].name
-    (False, 'small vector')
+    >>> def unchanged(z, g):  # the gradient passed through as it came
+    ...     return g
+    >>> check_log_softmax_backward(unchanged).failures[0].problem
+    'it equals g: the gradient went through the log-softmax unchanged'
     """
     z1 = np.array([1.0, 2.0, 0.5])
     g1 = np.array([0.5, -1.0, 2.0])
@@ -339,21 +362,43 @@ def check_log_softmax_backward(
         z, g = z.astype(np.float64), g.astype(np.float64)
         return g - softmax(z) * g.sum(axis=-1, keepdims=True)
 
-    hint = _LOG_SOFTMAX_VJP
+    rows = (
+        "each row of dL/dz sums to 0: adding the same constant to every logit changes no "
+        "log-probability"
+    )
     cases = [
-        Case("small vector", {"z": z1, "g": g1}, expected(z1, g1), hint),
-        Case("g = -one-hot (cross-entropy)", {"z": z1, "g": onehot}, expected(z1, onehot), hint),
+        Case("small vector", {"z": z1, "g": g1}, expected(z1, g1), f"g sums to 1.5; {rows}"),
+        Case(
+            "g = -one-hot (cross-entropy)",
+            {"z": z1, "g": onehot},
+            expected(z1, onehot),
+            "the gradient of the cross-entropy with respect to the logits: part 1 of the "
+            "exercise asks for it",
+        ),
         Case(
             "large logits",
             {"z": big, "g": g_big},
             expected(big, g_big),
-            f"exp(1000) overflows: compute p with the max-shifted softmax; {hint}",
+            f"logits of 1000: {_STABLE}",
         ),
-        Case("2-D batch (rows)", {"z": batch_z, "g": batch_g}, expected(batch_z, batch_g), hint),
-        Case("float32 input", {"z": z32, "g": g32}, expected(z32, g32), hint),
+        Case(
+            "2-D batch (rows)",
+            {"z": batch_z, "g": batch_g},
+            expected(batch_z, batch_g),
+            f"{_BATCH_HINT}; {rows}",
+        ),
+        Case("float32 input", {"z": z32, "g": g32}, expected(z32, g32), rows),
     ]
     return run_checks(
-        fn, cases, check_name="check_log_softmax_backward", diagnose=_log_softmax_backward_diagnose
+        fn,
+        cases,
+        check_name="check_log_softmax_backward",
+        diagnose=_log_softmax_backward_diagnose,
+        see=_LOG_SECTION,
+        more="log p_i is z_i minus the log-sum-exp of z: differentiate it with respect to "
+        "z_j (the derivative of log-sum-exp is a familiar vector), then apply the chain "
+        "rule, a sum over i weighted by g_i",
+        hint=hint,
     )
 
 
@@ -366,7 +411,9 @@ def _logsumexp_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     return []
 
 
-def check_logsumexp(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
+def check_logsumexp(
+    fn: Callable[[np.ndarray], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's log-sum-exp ``log(sum(exp(z)))`` on hard inputs.
 
     Parameters
@@ -374,6 +421,8 @@ def check_logsumexp(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
     fn : callable
         ``fn(z) -> float``: takes a 1-D array of logits, shape ``(n,)``, and returns
         a single number (shape ``()``).
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -384,48 +433,55 @@ def check_logsumexp(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
     -----
     Uses the same inputs as :func:`check_softmax`: ``[1000, 1001, 1002]`` overflows
     the naive formula to ``inf`` and ``[-1000, -1001, -1002]`` underflows it to
-    ``-inf``; the stable form ``m + log(sum(exp(z - m)))``, ``m = max(z)``, is exact.
+    ``-inf``, though the exact values are finite.
 
     Examples
     --------
-    >>> from helpers import logsumexp
+    >>> import numpy as np
     >>> from helpers.checks import check_logsumexp
-    >>> check_logsumexp(logsumexp)
-    check_logsumexp(logsumexp): All 8 checks passed: small vector, equal logits, single
-        logit, shifted by 100, large logits, very negative logits, a -inf logit (masked
-        entry), float32 input.
+    >>> def largest(z):  # the largest logit: a lower bound only
+    ...     return np.max(z)
+    >>> check_logsumexp(largest).failures[0].name
+    'small vector'
     """
-    stable = "use logsumexp(z) = m + log(sum(exp(z - m))) with m = max(z)"
-    hints = {
-        "large logits": f"exp(1000) overflows to inf: {stable}",
-        "very negative logits": f"every exp(z_i) underflows to 0 and log(0) = -inf: {stable}",
-        "float32 input": f"in float32 exp already overflows above z = 88.7: {stable}",
+    bounds = "the exact value lies between max(z) and max(z) + log(n), finite here"
+    texts = {
+        "large logits": f"exp(1000) overflows to inf: {bounds}",
+        "very negative logits": f"every exp(z_i) underflows to 0 and log(0) = -inf: {bounds}",
+        "float32 input": f"in float32 exp already overflows above z = 88.7: {bounds}",
     }
     cases = [
-        Case(
-            name,
-            {"z": z},
-            logsumexp(z.astype(np.float64)),
-            hints.get(name, hint or "logsumexp(z) = log(sum_j exp(z_j))"),
-        )
-        for name, z, hint in _LOGIT_CASES
+        Case(name, {"z": z}, logsumexp(z.astype(np.float64)), texts.get(name, text or bounds))
+        for name, z, text in _LOGIT_CASES
     ]
-    return run_checks(fn, cases, check_name="check_logsumexp", diagnose=_logsumexp_diagnose)
+    return run_checks(
+        fn,
+        cases,
+        check_name="check_logsumexp",
+        diagnose=_logsumexp_diagnose,
+        see=_LOG_SECTION,
+        more="adding a constant to every logit adds that constant to log-sum-exp: choose "
+        "the constant so that no exponential can overflow and at least one equals 1",
+        hint=hint,
+    )
 
 
 def _jacobian_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     p = softmax(case.inputs["z"]).astype(np.float64)
     outer, diag = np.outer(p, p), np.diag(p)
+    quotient = (
+        "differentiate the quotient for j = i and for j != i separately: they differ by one term"
+    )
     known = (
-        (-outer, "it equals -p p^T: the diag(p) term is missing (dp_i/dz_i = p_i - p_i^2)"),
+        (-outer, "it equals -p p^T: a term on the diagonal is missing"),
         (outer - diag, "the sign is flipped: it equals p p^T - diag(p)"),
         (diag + outer, "it equals diag(p) + p p^T: the p p^T term has the wrong sign"),
-        (diag, "it equals diag(p): the -p p^T term is missing"),
+        (diag, "it equals diag(p): the off-diagonal entries are missing"),
         (outer, "it equals p p^T"),
     )
     for candidate, problem in known:
         if np.allclose(got, candidate, rtol=1e-5, atol=1e-8):
-            return [Finding(problem, _JACOBIAN_FORMULA)]
+            return [Finding(problem, quotient)]
     findings = []
     rows = got.sum(axis=-1)
     if not np.allclose(rows, 0, atol=1e-6):
@@ -436,11 +492,13 @@ def _jacobian_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
             )
         )
     if not np.allclose(got, got.T, atol=1e-9):
-        findings.append(Finding("J should be symmetric: dp_i/dz_j = dp_j/dz_i = -p_i p_j"))
+        findings.append(Finding("J should be symmetric: dp_i/dz_j = dp_j/dz_i"))
     return findings
 
 
-def check_softmax_jacobian(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
+def check_softmax_jacobian(
+    fn: Callable[[np.ndarray], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's Jacobian of softmax, ``J = diag(p) - p p^T``.
 
     Parameters
@@ -448,6 +506,8 @@ def check_softmax_jacobian(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckRe
     fn : callable
         ``fn(z) -> J``: takes a 1-D array of logits, shape ``(n,)``, and returns the
         ``(n, n)`` matrix ``J[i, j] = dp_i / dz_j`` with ``p = softmax(z)``.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -458,17 +518,20 @@ def check_softmax_jacobian(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckRe
 
     Examples
     --------
-    >>> from helpers import softmax_jacobian
+    >>> import numpy as np
     >>> from helpers.checks import check_softmax_jacobian
-    >>> check_softmax_jacobian(softmax_jacobian)
-    check_softmax_jacobian(softmax_jacobian): All 6 checks passed: small vector, two equal
-        logits, single logit, large logits, a -inf logit (masked entry), float32 input.
+    >>> def identity(z):  # as if each p_i were z_i itself
+    ...     return np.eye(len(z))
+    >>> report = check_softmax_jacobian(identity)
+    >>> report.status, report.failures[0].problem
+    ('failed', 'it equals diag(p): the off-diagonal entries are missing')
     """
+    rows = "each row of J sums to 0, and J is symmetric"
     inputs = (
-        ("small vector", np.array([1.0, 2.0, 3.0]), _JACOBIAN_FORMULA),
-        ("two equal logits", np.zeros(2), _JACOBIAN_FORMULA),
+        ("small vector", np.array([1.0, 2.0, 3.0]), rows),
+        ("two equal logits", np.zeros(2), f"both probabilities are 1/2; {rows}"),
         ("single logit", np.array([3.0]), "one logit: p = [1] whatever z is, so J = [[0]]"),
-        ("large logits", np.array([1000.0, 1001.0, 1002.0]), f"compute p stably: {_STABLE}"),
+        ("large logits", np.array([1000.0, 1001.0, 1002.0]), f"p is finite: {_STABLE}"),
         (
             "a -inf logit (masked entry)",
             np.array([0.0, -np.inf, 0.0]),
@@ -477,19 +540,29 @@ def check_softmax_jacobian(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckRe
         (
             "float32 input",
             np.array([50.0, 100.0, 90.0], dtype=_F32),
-            f"compute p stably: {_STABLE}",
+            f"p is finite: {_STABLE}",
         ),
     )
     cases = [
-        Case(name, {"z": z}, softmax_jacobian(z.astype(np.float64)), hint)
-        for name, z, hint in inputs
+        Case(name, {"z": z}, softmax_jacobian(z.astype(np.float64)), text)
+        for name, z, text in inputs
     ]
-    return run_checks(fn, cases, check_name="check_softmax_jacobian", diagnose=_jacobian_diagnose)
+    return run_checks(
+        fn,
+        cases,
+        check_name="check_softmax_jacobian",
+        diagnose=_jacobian_diagnose,
+        see=_JACOBIAN,
+        more="p_i is a quotient whose numerator depends on z_i only and whose denominator on "
+        "every z_j: apply the quotient rule, once for j = i and once for j != i, and write "
+        "both results in terms of p",
+        hint=hint,
+    )
 
 
 _ZERO_LOG_ZERO = (
-    "0 * log(0) must count as 0, but np.log(0) = -inf and 0 * -inf = nan: sum only "
-    "over the non-zero entries, e.g. q = p[p > 0]; -np.sum(q * np.log(q))"
+    "0 log 0 counts as 0 (its limit), but the logarithm of 0 is -inf, and 0 times -inf is "
+    "nan in floating point"
 )
 
 
@@ -500,9 +573,9 @@ def _drop_noise(a: np.ndarray) -> np.ndarray:
 
 def _entropy_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     h = float(case.expected)
-    nats = "use the natural log, np.log: the book measures entropy in nats"
+    nats = "the book measures entropy in nats, with the natural logarithm"
     known = (
-        (-h, Finding("the sign is flipped; H(p) = -sum_i p_i log p_i is >= 0")),
+        (-h, Finding("the sign is flipped; an entropy is >= 0")),
         (h / np.log(2), Finding("this is in bits (log base 2)", nats)),
         (h / np.log(10), Finding("this uses log base 10", nats)),
     )
@@ -511,7 +584,7 @@ def _entropy_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     return [finding for value, finding in known if np.isclose(float(got), value, rtol=1e-5)][:1]
 
 
-def check_entropy(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
+def check_entropy(fn: Callable[[np.ndarray], npt.ArrayLike], *, hint: bool = False) -> CheckReport:
     """Check the reader's Shannon entropy (in nats) of a probability vector.
 
     Parameters
@@ -520,6 +593,8 @@ def check_entropy(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
         ``fn(p) -> float``: takes a 1-D probability vector, shape ``(n,)``, and
         returns ``H(p) = -sum_i p_i log p_i`` with the natural log, as a single
         number (shape ``()``).
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -534,15 +609,16 @@ def check_entropy(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
 
     Examples
     --------
-    >>> from helpers import entropy
+    >>> import numpy as np
     >>> from helpers.checks import check_entropy
-    >>> check_entropy(entropy)
-    check_entropy(entropy): All 6 checks passed: uniform over 4, general vector, one-hot,
-        with a zero entry, single entry, float32 input.
+    >>> def outcomes(p):  # how many outcomes are possible: not how uncertain they are
+    ...     return np.log(np.count_nonzero(p))
+    >>> check_entropy(outcomes).failures[0].name
+    'general vector'
     """
-    formula = "H(p) = -sum_i p_i log(p_i), with the natural log (np.log)"
+    formula = "the entropy in nats (natural logarithm): log n for uniform p, 0 for one-hot"
     inputs = (
-        ("uniform over 4", np.full(4, 0.25), f"{formula}; for uniform p it is log(n)"),
+        ("uniform over 4", np.full(4, 0.25), "uniform over 4 outcomes: log 4, in nats"),
         ("general vector", np.array([0.1, 0.2, 0.7]), formula),
         (
             "one-hot",
@@ -553,8 +629,18 @@ def check_entropy(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
         ("single entry", np.array([1.0]), "a single outcome has entropy log(1) = 0"),
         ("float32 input", np.full(4, 0.25, dtype=_F32), formula),
     )
-    cases = [Case(name, {"p": p}, entropy(p.astype(np.float64)), hint) for name, p, hint in inputs]
-    return run_checks(fn, cases, check_name="check_entropy", diagnose=_entropy_diagnose)
+    cases = [Case(name, {"p": p}, entropy(p.astype(np.float64)), text) for name, p, text in inputs]
+    return run_checks(
+        fn,
+        cases,
+        check_name="check_entropy",
+        diagnose=_entropy_diagnose,
+        see=section(1, "Entropy as a function of temperature"),
+        more="the entropy is a sum over the outcomes, each weighted by its probability: "
+        "decide what an outcome of probability 0 contributes, and make the code give "
+        "exactly that",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -562,27 +648,23 @@ def check_entropy(fn: Callable[[np.ndarray], npt.ArrayLike]) -> CheckReport:
 # ---------------------------------------------------------------------------
 
 _TEMPERATURE_FORMULA = (
-    "over the last axis, p = softmax((z - m) / tau) with m the row's largest logit; at "
-    "tau = 0 the limit: 1/k on each of the k entries equal to m, 0 elsewhere; a row whose "
-    "entries are all -inf gets all zeros"
+    "over the last axis, the probabilities of softmax(z / tau): positive on the finite "
+    "logits and summing to 1 in each row"
 )
 _TAU_ZERO_HINT = (
-    "(z - m) / 0 is 0/0 = nan at the maximum: handle tau = 0 as the limit of "
-    "softmax(z / tau) as tau -> 0, which puts 1/k on each of the k entries equal to the "
-    "row's maximum"
+    "at tau = 0 the answer is the limit of softmax(z / tau) as tau -> 0+, not a division "
+    f"by 0: {_LIMIT} says what it is"
 )
 _ALL_MASKED_HINT = (
-    "a row of -inf has maximum m = -inf, and -inf - (-inf) is nan: shift such a row by 0 "
-    "instead (every exp is then 0) and divide by 1 instead of its sum, 0"
+    "a row whose every entry is -inf has no finite maximum: the exercise asks for a row of "
+    "zeros, not nan"
 )
 _F32_TINY_TAU_HINT = (
-    "tau = 1e-300 is below the smallest float32 (about 1e-45): in float32 arithmetic it "
-    "rounds to 0, and (z - m) / tau is 0/0 = nan at the maximum; divide in float64, e.g. "
-    "z = np.asarray(z, dtype=np.float64)"
+    "tau = 1e-300 is below the smallest float32 (about 1e-45): in float32 arithmetic it rounds to 0"
 )
 _TINY_TAU_HINT = (
-    "exp(z / tau) overflows when tau is small: subtract the row's maximum before dividing "
-    "by tau, so that every exponent is <= 0"
+    "exp(z / tau) overflows when tau is small, yet the exact answer is finite: adding the "
+    f"same constant to every logit of a row does not change it ({_OVERFLOW})"
 )
 
 
@@ -626,8 +708,8 @@ def _temperature_slips(z: np.ndarray, tau: float) -> list[tuple[np.ndarray, Find
                 first,
                 Finding(
                     "all the weight goes to the first of the tied maxima (np.argmax): as "
-                    "tau -> 0, tied maxima keep equal probabilities, 1/k each",
-                    "put 1/k on every entry equal to the row's maximum (z == z.max(...))",
+                    "tau -> 0, tied maxima keep equal probabilities",
+                    "for every tau > 0, equal logits get equal probabilities: so does the limit",
                 ),
             )
         )
@@ -641,7 +723,7 @@ def _temperature_slips(z: np.ndarray, tau: float) -> list[tuple[np.ndarray, Find
                 wrong_axis,
                 Finding(
                     "the softmax is taken over the first axis (columns), not the last",
-                    "use axis=-1 with keepdims=True in max and sum",
+                    _BATCH_HINT,
                 ),
             )
         )
@@ -676,7 +758,9 @@ def _temperature_diagnose(tau: float) -> Callable[[Case, np.ndarray], list[Findi
     return diagnose
 
 
-def check_softmax_temperature(fn: Callable[[np.ndarray, float], npt.ArrayLike]) -> CheckReport:
+def check_softmax_temperature(
+    fn: Callable[[np.ndarray, float], npt.ArrayLike], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's softmax with a temperature, its limit at 0 and masked rows.
 
     Parameters
@@ -687,6 +771,8 @@ def check_softmax_temperature(fn: Callable[[np.ndarray, float], npt.ArrayLike]) 
         shape ``(..., n)``. At ``tau = 0`` it returns the limit as ``tau -> 0``: ``1/k``
         on each of the ``k`` entries equal to the row's maximum. A row whose entries are
         all ``-inf`` gives a row of zeros.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -702,13 +788,10 @@ def check_softmax_temperature(fn: Callable[[np.ndarray, float], npt.ArrayLike]) 
     --------
     >>> import numpy as np
     >>> from helpers.checks import check_softmax_temperature
-    >>> def shifted(z, tau):  # stable for tau > 0, but not at tau = 0 nor on masked rows
-    ...     e = np.exp((z - z.max(axis=-1, keepdims=True)) / tau)
-    ...     return e / e.sum(axis=-1, keepdims=True)
-    >>> report = check_softmax_temperature(shifted)
-    >>> [r.name for r in report.failures]
-    ['tau = 0 with one maximum', 'tau = 0 with tied maxima', 'a fully masked row (tau = 1)',
-     'a fully masked row (tau = 0)', 'float32 logits (tau = 1e-300)']
+    >>> def uniform(z, tau):  # the limit tau -> infinity, whatever tau is
+    ...     return np.full(np.shape(z), 1 / np.shape(z)[-1])
+    >>> [r.name for r in check_softmax_temperature(uniform).results if r.passed]
+    []
     """
     inf = np.inf
     cases: list[tuple[str, np.ndarray, float, str]] = [
@@ -747,11 +830,22 @@ def check_softmax_temperature(fn: Callable[[np.ndarray, float], npt.ArrayLike]) 
     ]
     specs = [
         _Spec(
-            Case(name, {"z": z}, _softmax_at(z, tau), hint or _TEMPERATURE_FORMULA),
+            Case(name, {"z": z}, _softmax_at(z, tau), text or _TEMPERATURE_FORMULA),
             _append(tau),
             f"z = {_fmt_array(z, dtype=True)}, tau = {tau:g}",
             _temperature_diagnose(tau),
         )
-        for name, z, tau, hint in cases
+        for name, z, tau, text in cases
     ]
-    return _run(fn, "check_softmax_temperature", specs)
+    return _run(
+        fn,
+        "check_softmax_temperature",
+        specs,
+        see=f"{_TEMPERATURE} and {_LIMIT}",
+        more="three regimes, each decided on paper first: for tau > 0, a form of the "
+        "softmax in which no exponential can overflow whatever tau is; at tau = 0, the "
+        "limit of that form as tau -> 0+, tied maxima included; for a row of -inf, the "
+        "exercise's convention. Then make sure float32 input meets a temperature it cannot "
+        "hold",
+        hint=hint,
+    )

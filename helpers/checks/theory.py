@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from helpers.checks.core import Case, CheckReport, Finding
+from helpers.checks.core import Case, CheckReport, Finding, section
 from helpers.checks.multihead import _append, _run, _Spec
 from helpers.softmax import softmax
 from helpers.theory import min_head_width, self_attention_jacobian, truncated_attention
@@ -35,7 +35,10 @@ def _jacobian_variant(X, W_Q, W_K, W_V, slip: str) -> np.ndarray:
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     P = softmax(scale * Q @ K.T, axis=-1)
     out = P @ V
-    C = P[:, :, None] * (V[None] - out[:, None])
+    if slip == "no -o_i":  # the softmax's Jacobian without its rank-one term
+        C = P[:, :, None] * V[None]
+    else:
+        C = P[:, :, None] * (V[None] - out[:, None])
     J = P[:, None, :, None] * W_V.T[None, :, None, :]
     if slip != "weights constant":
         if slip != "no key path":
@@ -48,35 +51,42 @@ def _jacobian_variant(X, W_Q, W_K, W_V, slip: str) -> np.ndarray:
     return J.T if slip == "transposed" else J
 
 
+_JACOBIAN = section(9, "The Jacobian of self-attention")
+
 _JACOBIAN_SLIPS = {
     "weights constant": (
-        "only the path through the values is there, P[i, j] W_V^T: the attention weights "
-        "were treated as constants, but they depend on X through the queries and the keys",
-        "add the derivative of the softmax: the paths through the keys and the query",
+        "only the path through the values is there: the attention weights were treated as "
+        "constants, but they depend on X through the queries and the keys",
+        "the weights are a softmax of scores that X makes: differentiate them too",
+    ),
+    "no -o_i": (
+        "the score paths use v_m where the softmax's derivative gives v_m - o_i: the term of "
+        "the softmax's Jacobian that keeps the weights summing to 1 is missing",
+        "a change of one score moves weight from every other key to that one: chapter 1, "
+        '"The Jacobian", has both terms of the softmax\'s derivative',
     ),
     "no query path": (
-        "the path through the query is missing: x_i enters its own scores through "
-        "q_i = x_i W_Q, which adds a term to the block j = i",
-        "for j = i add sum_m P[i,m] (v_m - o_i)_c (k_m W_Q^T)_a / sqrt(d_k)",
+        "the path through the query is missing: x_i also enters its own scores through its "
+        "query, which adds a term to the diagonal blocks (j = i)",
+        "the blocks with j = i have one more path than the others",
     ),
     "no key path": (
-        "the path through the keys is missing: x_j enters every score s_ij through k_j = x_j W_K",
-        "add P[i,j] (v_j - o_i)_c (q_i W_K^T)_a / sqrt(d_k) to every block (i, j)",
+        "the path through the keys is missing: x_j enters every score s_ij through its key",
+        "every block (i, j) has a path through the key of token j",
     ),
     "no scale": (
         "this is the Jacobian of attention without the 1/sqrt(d_k) scaling",
-        "the scores are (X W_Q)(X W_K)^T / sqrt(d_k): the scale enters the weights and "
-        "both score paths",
+        "the scaling of the scores enters the weights and both score paths",
     ),
     "column-major": (
         "the entries are right but laid out in column-major order (output feature first, "
         "then token)",
-        "row i * d_v + c, column j * d + a: flatten O and X in row-major order, as "
-        "O.reshape(-1) does",
+        "rows are ordered by output token, then feature; columns by input token, then "
+        "feature (row-major, as the statement's index i d_v + c says)",
     ),
     "transposed": (
-        "this is the transpose: rows must be the outputs dO[i, c], columns the inputs dX[j, a]",
-        "return J with shape (n * d_v, n * d)",
+        "this is the transpose: rows must be the outputs o_ic, columns the inputs x_ja",
+        "the shape is (n d_v, n d): one row per output entry",
     ),
 }
 
@@ -91,7 +101,7 @@ def _jacobian_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     return []
 
 
-def check_self_attention_jacobian(fn: Callable[..., object]) -> CheckReport:
+def check_self_attention_jacobian(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check the reader's Jacobian of single-head dot-product self-attention.
 
     Parameters
@@ -101,42 +111,77 @@ def check_self_attention_jacobian(fn: Callable[..., object]) -> CheckReport:
         shape ``(d, d_k)``, ``W_V`` of shape ``(d, d_v)``; returns the Jacobian of
         ``softmax((X W_Q)(X W_K)^T / sqrt(d_k)) X W_V`` with respect to ``X``, of shape
         ``(n * d_v, n * d)``, entry ``[i * d_v + c, j * d + a] = dO[i, c] / dX[j, a]``.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
         Truthy iff every case passed. The report recognises weights treated as
-        constants, a missing query or key path, a missing scale, the column-major
-        layout and the transpose.
+        constants, the softmax's derivative without its ``- o_i`` term, a missing query
+        or key path, a missing scale, the column-major layout and the transpose.
 
     Notes
     -----
-    Cases: one token (the Jacobian is ``W_V^T``); three tokens with ``d = d_k = d_v``;
-    every size different; large scores (nearly one-hot weights). The expected Jacobians
-    come from :func:`helpers.theory.self_attention_jacobian` (checked there against
-    PyTorch's autograd).
+    Cases: one token; three tokens with ``d = d_k = d_v``; every size different; large
+    scores (nearly one-hot weights).
 
     Examples
     --------
+    The four-index array, before it is laid out as a matrix, is caught by its shape:
+
+    >>> import numpy as np
     >>> from helpers.checks import check_self_attention_jacobian
-    >>> from helpers.theory import self_attention_jacobian
-    >>> check_self_attention_jacobian(self_attention_jacobian)  # doctest: +NORMALIZE_WHITESPACE
-    check_self_attention_jacobian(self_attention_jacobian): All 4 checks passed: one token,
-        three tokens, every size different, large scores.
+    >>> def four_axes(X, W_Q, W_K, W_V):  # (n, d_v, n, d): not laid out as a matrix
+    ...     return np.zeros((len(X), W_V.shape[1], *X.shape))
+    >>> report = check_self_attention_jacobian(four_axes)
+    >>> print(report.failures[0].problem)
+    expected shape (6, 6), got shape (3, 2, 3, 2)
     """
     rng = np.random.default_rng(9)
     layouts = (
-        ("one token", 1, 3, 2, 2, 1.0),
-        ("three tokens", 3, 2, 2, 2, 1.0),
-        ("every size different", 4, 3, 2, 5, 1.0),
-        ("large scores", 3, 2, 2, 3, 4.0),
-    )
-    hint = (
-        "three paths: P[i,j] W_V^T (values), P[i,j] (v_j - o_i) (q_i W_K^T) / sqrt(d_k) "
-        "(keys) and, for j = i, sum_m P[i,m] (v_m - o_i) (k_m W_Q^T) / sqrt(d_k) (query)"
+        (
+            "one token",
+            1,
+            3,
+            2,
+            2,
+            1.0,
+            "with one token its weight is 1 whatever the scores: what can W_Q and W_K change here?",
+        ),
+        (
+            "three tokens",
+            3,
+            2,
+            2,
+            2,
+            1.0,
+            "d = d_k = d_v = 2: entry [i d_v + c, j d + a] is the derivative of output "
+            "(i, c) with respect to input (j, a)",
+        ),
+        (
+            "every size different",
+            4,
+            3,
+            2,
+            5,
+            1.0,
+            "n = 4, d = 3, d_k = 2, d_v = 5: a product over the wrong axis, or two sizes "
+            "swapped, shows here",
+        ),
+        (
+            "large scores",
+            3,
+            2,
+            2,
+            3,
+            4.0,
+            "nearly one-hot weights: the score paths nearly vanish, and each block is close "
+            "to the value path alone",
+        ),
     )
     specs = []
-    for name, n, d, d_k, d_v, size in layouts:
+    for name, n, d, d_k, d_v, size, text in layouts:
         inputs = {
             "X": size * rng.standard_normal((n, d)),
             "W_Q": rng.standard_normal((d, d_k)),
@@ -145,9 +190,21 @@ def check_self_attention_jacobian(fn: Callable[..., object]) -> CheckReport:
         }
         expected = self_attention_jacobian(*inputs.values())
         shown = f"X {(n, d)}, W_Q and W_K {(d, d_k)}, W_V {(d, d_v)}"
-        case = Case(name, inputs, expected, hint, rtol=1e-6, atol=1e-8)
+        case = Case(name, inputs, expected, text, rtol=1e-6, atol=1e-8)
         specs.append(_Spec(case, _append(), shown, _jacobian_diagnose))
-    return _run(fn, "check_self_attention_jacobian", specs)
+    return _run(
+        fn,
+        "check_self_attention_jacobian",
+        specs,
+        see=_JACOBIAN,
+        more="write o_i as a sum over the keys m of weight p_im times value v_m and "
+        "differentiate it by the product rule: the values give one path; the weights depend "
+        "on X through the scores, the score s_im through the key of token m and through the "
+        "query of token i. The softmax's Jacobian (chapter 1) turns a change of the scores "
+        "into a change of the weights. Then count, for a block (i, j), which of these paths "
+        "exist",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -160,23 +217,27 @@ def _rank(M: np.ndarray) -> int:
     return 0 if s[0] == 0 else int(np.sum(s > 1e-9 * s[0]))
 
 
+_WIDTH = section(9, "The low-rank bottleneck of a head")
+
+
 def _width_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     L = case.inputs["log_weights"]
     value = np.asarray(got).item()
     as_given = (
         "this is the rank of the pattern as given (of the log-weights or of the weights "
-        "themselves): the softmax ignores a constant added to a row, so subtract each "
-        "row's mean from the log-weights before taking the rank",
-        "which scores give the same weights as L? Only the rank that survives every such "
-        "change counts",
+        "themselves): other log-weights give exactly the same weights, and the width needed "
+        "is the smallest rank among them",
+        "which changes of the log-weights leave every weight unchanged?",
     )
     slips = (
         (_rank(L), *as_given),
         (_rank(softmax(L, axis=-1)), *as_given),
         (
             _rank(L - L.mean(axis=0, keepdims=True)),
-            "each column was centred; the softmax ignores a constant per row (per query)",
-            "centre each row (each query's scores), not each column",
+            "each column (each key) was centred; the softmax ignores a constant per row "
+            "(per query)",
+            "which constant can be added without changing the weights: one per query, or "
+            "one per key?",
         ),
     )
     for candidate, problem, hint in slips:
@@ -185,7 +246,7 @@ def _width_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     return []
 
 
-def check_min_head_width(fn: Callable[..., object]) -> CheckReport:
+def check_min_head_width(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check the reader's smallest head width that expresses an attention pattern exactly.
 
     Parameters
@@ -195,56 +256,88 @@ def check_min_head_width(fn: Callable[..., object]) -> CheckReport:
         of a target pattern up to a constant per row; returns the smallest ``d_k`` such
         that ``softmax(Q K^T)`` equals the pattern for some ``Q`` ``(n, d_k)`` and ``K``
         ``(m, d_k)``.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
         Truthy iff every answer is exact. The report recognises the rank of the
-        log-weights without centring, the rank of the weights, and columns centred
-        instead of rows.
+        log-weights as given, the rank of the weights, and columns centred instead of
+        rows.
 
     Notes
     -----
     Cases: each token reading itself (``3 I``, 4 tokens); a rank-one score matrix with
     a different constant added to each row; a pattern where key ``j`` gets a bonus
     ``u_j`` from every query; uniform weights; random log-weights of 5 queries and 6
-    keys. The expected widths come from :func:`helpers.theory.min_head_width`.
+    keys.
 
     Examples
     --------
     >>> import numpy as np
     >>> from helpers.checks import check_min_head_width
-    >>> def width(L):  # a typical slip: the rank of the pattern as given
-    ...     return np.linalg.matrix_rank(L)
-    >>> report = check_min_head_width(width)
-    >>> report.status, report.message.split(":")[0]
-    ('failed', 'each token reads itself')
+    >>> def widest(L):  # the most any head could need: not the least this one needs
+    ...     return min(L.shape)
+    >>> report = check_min_head_width(widest)
+    >>> report.status, report.failures[0].name
+    ('failed', 'uniform weights')
     """
     rng = np.random.default_rng(11)
     a, b = rng.standard_normal(4), rng.standard_normal(4)
     u = rng.standard_normal(4)
     patterns = (
-        ("each token reads itself", 3.0 * np.eye(4)),
-        ("rank one plus a constant per row", np.outer(a, b) + rng.standard_normal((4, 1))),
-        ("a bonus per key", np.outer(a, b) + u[None, :]),
-        ("uniform weights", np.full((3, 3), -math.log(3))),
-        ("5 queries and 6 keys", rng.standard_normal((5, 6))),
-    )
-    hint = (
-        "softmax(S) = softmax(L) iff S - L is constant along each row: the width needed is "
-        "the rank of L with each row's mean subtracted"
+        (
+            "each token reads itself",
+            3.0 * np.eye(4),
+            "each token puts its largest weight on itself, the others sharing the rest "
+            "equally: fewer than 4 dimensions suffice",
+        ),
+        (
+            "rank one plus a constant per row",
+            np.outer(a, b) + rng.standard_normal((4, 1)),
+            "a rank-one score matrix, then a different constant added to each row: the "
+            "weights are those of the rank-one scores",
+        ),
+        (
+            "a bonus per key",
+            np.outer(a, b) + u[None, :],
+            "every query gives key j the same bonus u_j on top of rank-one scores: a "
+            "bonus per key is not a constant per row",
+        ),
+        (
+            "uniform weights",
+            np.full((3, 3), -math.log(3)),
+            "every weight is 1/3: a head whose queries and keys are all zero does it",
+        ),
+        (
+            "5 queries and 6 keys",
+            rng.standard_normal((5, 6)),
+            "random log-weights of 5 queries and 6 keys",
+        ),
     )
     specs = [
         _Spec(
-            Case(name, {"log_weights": L}, np.array(min_head_width(L)), hint, rtol=0, atol=0),
+            Case(name, {"log_weights": L}, np.array(min_head_width(L)), text, rtol=0, atol=0),
             _append(),
             f"log_weights of shape {L.shape}",
             _width_diagnose,
             exact_integer=True,
         )
-        for name, L in patterns
+        for name, L, text in patterns
     ]
-    return _run(fn, "check_min_head_width", specs)
+    return _run(
+        fn,
+        "check_min_head_width",
+        specs,
+        see=_WIDTH,
+        more="two sets of log-weights give the same pattern exactly when they differ by a "
+        "constant along each row (the softmax's shift invariance, chapter 1). A head of "
+        "width d_k makes scores of rank at most d_k; so the width needed is the smallest "
+        "rank over all the log-weights that give the pattern. Which choice of the constants "
+        "makes that rank smallest?",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -258,7 +351,10 @@ def _truncated_variant(s: np.ndarray, V: np.ndarray, k: int, slip: str) -> np.nd
     kk = {"k - 1 keys": k - 1, "k + 1 keys": k + 1}.get(slip, k)
     if not 1 <= kk <= m:
         return np.full(s.shape[:-1] + V.shape[-1:], np.nan)
-    order = np.argsort(s if slip == "smallest" else -s, axis=-1, kind="stable")[..., :kk]
+    if slip == "first k":
+        order = np.broadcast_to(np.arange(kk), (*s.shape[:-1], kk))
+    else:
+        order = np.argsort(s if slip == "smallest" else -s, axis=-1, kind="stable")[..., :kk]
     keep = np.zeros(s.shape, dtype=bool)
     np.put_along_axis(keep, order, True, axis=-1)
     if slip == "not renormalised":
@@ -268,23 +364,29 @@ def _truncated_variant(s: np.ndarray, V: np.ndarray, k: int, slip: str) -> np.nd
     return softmax(np.where(keep, s, -np.inf), axis=-1) @ V
 
 
+_TRUNCATION = section(9, "Truncating attention to the top-k keys")
+
 _TRUNCATION_SLIPS = {
     "not renormalised": (
         "the kept weights are those of the full softmax, not renormalised: they sum to "
         "1 - (the discarded mass), so the output shrinks towards 0",
-        "divide the kept weights by their sum (or take the softmax of the kept scores only)",
+        "the weights of the kept keys must sum to 1",
     ),
     "zeros": (
-        "the dropped scores were set to 0 instead of -inf, so the dropped keys still get "
-        "weight exp(0) each",
-        "set the dropped scores to -np.inf before the softmax",
+        "the dropped scores were set to 0 instead of being dropped, so the dropped keys "
+        "still get weight",
+        "a dropped key must get weight exactly 0, whatever the kept scores are",
     ),
     "smallest": (
         "the k smallest scores were kept instead of the k largest",
-        "sort in decreasing order: np.argsort(-scores, axis=-1)[..., :k]",
+        "truncation keeps the keys that matter most",
     ),
-    "k - 1 keys": ("only k - 1 keys were kept", "keep exactly k keys: [..., :k]"),
-    "k + 1 keys": ("k + 1 keys were kept", "keep exactly k keys: [..., :k]"),
+    "first k": (
+        "the first k keys were kept, whatever their scores",
+        "each row keeps its own k keys, chosen by their scores",
+    ),
+    "k - 1 keys": ("only k - 1 keys were kept", "keep exactly k keys in each row"),
+    "k + 1 keys": ("k + 1 keys were kept", "keep exactly k keys in each row"),
 }
 
 
@@ -302,7 +404,7 @@ def _truncation_diagnose(k: int):
     return diagnose
 
 
-def check_truncated_attention(fn: Callable[..., object]) -> CheckReport:
+def check_truncated_attention(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check the reader's attention truncated to the k largest weights of each row.
 
     Parameters
@@ -312,68 +414,90 @@ def check_truncated_attention(fn: Callable[..., object]) -> CheckReport:
         ``(m, d_v)``, ``k`` a Python int in ``[1, m]``; returns the ``(n, d_v)`` output
         of the softmax over each row's ``k`` largest scores (the others dropped) times
         the values.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
     CheckReport
         Truthy iff every case passed. The report recognises weights that are not
-        renormalised, dropped scores set to 0 instead of ``-inf``, the k smallest scores
-        kept, and ``k - 1`` or ``k + 1`` keys kept.
+        renormalised, dropped scores that still get weight, the k smallest or the first
+        k scores kept, and ``k - 1`` or ``k + 1`` keys kept.
 
     Notes
     -----
     Cases: the chapter's example by hand; ``k = m`` (full attention); ``k = 1`` (the
     value of the largest score); several queries; scores of order ``1e4``, where a
-    softmax without the max subtracted overflows. The expected outputs come from
-    :func:`helpers.theory.truncated_attention`.
+    softmax without care overflows.
 
     Examples
     --------
     >>> import numpy as np
+    >>> from helpers import softmax
     >>> from helpers.checks import check_truncated_attention
-    >>> def trunc(scores, V, k):  # a typical slip: dropped scores set to 0, not -inf
-    ...     kth = np.sort(scores, axis=-1)[:, -k][:, None]
-    ...     s = np.where(scores >= kth, scores, 0.0)
-    ...     w = np.exp(s - s.max(axis=-1, keepdims=True))
-    ...     return (w / w.sum(axis=-1, keepdims=True)) @ V
-    >>> report = check_truncated_attention(trunc)
-    >>> report.status, "set to 0 instead of -inf" in report.message
-    ('failed', True)
+    >>> def first_k(scores, V, k):  # the first k keys, not the k largest
+    ...     return softmax(scores[:, :k]) @ V[:k]
+    >>> report = check_truncated_attention(first_k)
+    >>> report.status, report.message.split(":")[1].strip()
+    ('failed', 'the first k keys were kept, whatever their scores')
     """
     rng = np.random.default_rng(13)
+    overflow = section(1, "Computing softmax without overflow")
     layouts = (
-        ("by hand (k = 2)", np.array([[2.0, 1.0, -1.0]]), np.array([[1.0], [0.0], [-1.0]]), 2),
-        ("k = m (nothing dropped)", rng.standard_normal((2, 4)), rng.standard_normal((4, 3)), 4),
+        (
+            "by hand (k = 2)",
+            np.array([[2.0, 1.0, -1.0]]),
+            np.array([[1.0], [0.0], [-1.0]]),
+            2,
+            "the scores 2 and 1 are kept, -1 dropped: the output is a weighted mean of the "
+            "values 1 and 0 alone",
+        ),
+        (
+            "k = m (nothing dropped)",
+            rng.standard_normal((2, 4)),
+            rng.standard_normal((4, 3)),
+            4,
+            "with k = m nothing is dropped: plain softmax attention",
+        ),
         (
             "k = 1 (the largest score only)",
             rng.standard_normal((3, 5)),
             rng.standard_normal((5, 2)),
             1,
+            "with k = 1 each query returns the value of its largest score",
         ),
         (
             "several queries (k = 3)",
             2 * rng.standard_normal((4, 6)),
             rng.standard_normal((6, 3)),
             3,
+            "each row keeps its own 3 keys",
         ),
         (
             "scores of order 1e4 (k = 2)",
             np.array([[1e4, 9999.0, -1e4, 0.0], [-1e4, 5e3, 5e3 - 0.5, 1.0]]),
             rng.standard_normal((4, 2)),
             2,
+            "the kept scores are near 1e4 and 5e3 but differ by 1 and 0.5: the output is a "
+            f"finite weighted mean of two values ({overflow})",
         ),
-    )
-    hint = (
-        "keep each row's k largest scores, set the others to -inf, take the softmax (max "
-        "subtracted) and multiply by V"
     )
     specs = [
         _Spec(
-            Case(name, {"scores": s, "V": V}, truncated_attention(s, V, k), hint),
+            Case(name, {"scores": s, "V": V}, truncated_attention(s, V, k), text),
             _append(k),
             f"scores of shape {s.shape}, V of shape {V.shape}, k = {k}",
             _truncation_diagnose(k),
         )
-        for name, s, V, k in layouts
+        for name, s, V, k, text in layouts
     ]
-    return _run(fn, "check_truncated_attention", specs)
+    return _run(
+        fn,
+        "check_truncated_attention",
+        specs,
+        see=_TRUNCATION,
+        more="three things decide the answer: which k keys each row keeps, that a dropped "
+        "key gets weight exactly 0, and that the kept weights sum to 1. Work the first case "
+        "out by hand and compare",
+        hint=hint,
+    )

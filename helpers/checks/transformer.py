@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from helpers.checks.core import Case, CheckReport, Diagnose, Finding, run_checks
+from helpers.checks.core import Case, CheckReport, Diagnose, Finding, run_checks, section
 from helpers.checks.multihead import _append, _pick, _run, _Spec, _Unusable
 from helpers.multihead import multi_head_attention
 from helpers.transformer import (
@@ -31,6 +31,7 @@ from helpers.transformer import (
 __all__ = [
     "check_block_parameter_count",
     "check_encoder_block",
+    "check_fold_layer_norm",
     "check_layer_norm",
     "check_layer_norm_backward",
     "check_llama_block_parameter_count",
@@ -210,37 +211,40 @@ def _ln_grads(G: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float, slip:
     return {"dx": dx, "dgamma": dgamma, "dbeta": reduce(G.reshape(-1, d), axis=0)}
 
 
+_LN_JACOBIAN = section(6, "Its Jacobian and backward pass")
+_EVERY_TOKEN = (
+    "gamma and beta are shared by every token, and each token adds its own contribution to the loss"
+)
+
 _BACKWARD_SLIPS = {
     "no mean term": (
         "the term - mean(g) is missing (g = gamma * grad_y): the gradient through the mean",
-        "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sqrt(var + eps), means over each row",
+        "x_hat depends on x through the row's mean as well",
     ),
     "no x_hat term": (
         "the term - x_hat * mean(g * x_hat) is missing: the gradient through the variance",
-        "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sqrt(var + eps)",
+        "x_hat depends on x through the row's variance as well",
     ),
     "only the diagonal": (
-        "only the diagonal of the Jacobian is used, dx = g / sqrt(var + eps): the mean and the "
-        "variance depend on x too",
-        "dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sqrt(var + eps)",
+        "only the diagonal of the Jacobian is used: the mean and the variance depend on x too",
+        "each x_hat_i depends on every x_j of its row",
     ),
     "no gamma": (
         "grad_y is not multiplied by gamma before going through the normalisation",
-        "the gradient with respect to x_hat is g = gamma * grad_y",
+        "gamma scales the output, so it scales the gradient that reaches x_hat",
     ),
     "ddof=1": (
         "it uses the unbiased variance (ddof=1); the forward pass divides by d",
-        "use np.var(x, axis=-1, keepdims=True) as in the forward pass",
+        "the backward pass goes through the forward pass that was computed",
     ),
     "mean over the rows": (
         "it is the mean over the rows (tokens) instead of the sum: every token adds its own "
         "contribution to the loss, so the gradients of the shared gamma and beta add up",
-        "dgamma = (grad_y * x_hat).reshape(-1, d).sum(axis=0) and dbeta = "
-        "grad_y.reshape(-1, d).sum(axis=0): sums, not means",
+        _EVERY_TOKEN,
     ),
     "x instead of x_hat": (
         "dgamma is sum(grad_y * (x - mean)) instead of sum(grad_y * x_hat)",
-        "gamma multiplies the normalised x_hat, so dgamma = sum of grad_y * x_hat over the rows",
+        "gamma multiplies the normalised x",
     ),
 }
 
@@ -266,7 +270,7 @@ def _ln_backward_diagnose(name: str) -> Diagnose:
     return diagnose
 
 
-def check_layer_norm_backward(fn: Callable[..., object]) -> CheckReport:
+def check_layer_norm_backward(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check the reader's gradients of layer normalisation.
 
     Parameters
@@ -276,6 +280,8 @@ def check_layer_norm_backward(fn: Callable[..., object]) -> CheckReport:
         gamma, beta, eps)`` and ``L = sum(grad_y * y)``: ``dx`` of the shape of ``x``,
         ``dgamma`` and ``dbeta`` of shape ``(d,)`` summed over every row. A dict with
         the keys ``"dx"``, ``"dgamma"``, ``"dbeta"`` is accepted too.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -291,26 +297,17 @@ def check_layer_norm_backward(fn: Callable[..., object]) -> CheckReport:
     --------
     >>> import numpy as np
     >>> from helpers.checks import check_layer_norm_backward
-    >>> def ln_backward_only_diagonal(grad_y, x, gamma, eps):
-    ...     d = x.shape[-1]
-    ...     mu = x.mean(axis=-1, keepdims=True)
-    ...     rstd = 1 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
-    ...     dx = grad_y * gamma * rstd  # treats the mean and the variance as constants
-    ...     dgamma = (grad_y * (x - mu) * rstd).reshape(-1, d).sum(axis=0)
-    ...     return dx, dgamma, grad_y.reshape(-1, d).sum(axis=0)
-    >>> print(check_layer_norm_backward(ln_backward_only_diagonal).failures[0].problem)
-    only the diagonal of the Jacobian is used, dx = g / sqrt(var + eps): the mean and the
-    variance depend on x too
+    >>> def pass_through(grad_y, x, gamma, eps):  # as if layer norm were the identity
+    ...     return grad_y, np.zeros_like(gamma), np.zeros_like(gamma)
+    >>> check_layer_norm_backward(pass_through).status
+    'failed'
     """
     layouts = (("rows", 61, (4, 6), 1e-5), ("a batch of sequences", 62, (2, 3, 5), 0.01))
-    hint = (
-        "with x_hat = (x - mean) / sqrt(var + eps) and g = gamma * grad_y: dx = (g - mean(g) "
-        "- x_hat * mean(g * x_hat)) / sqrt(var + eps); dgamma = sum of grad_y * x_hat and "
-        "dbeta = sum of grad_y over every row (all axes but the last)"
-    )
-    formulas = {
-        "dgamma": "(grad_y * x_hat).reshape(-1, d).sum(axis=0)",
-        "dbeta": "grad_y.reshape(-1, d).sum(axis=0)",
+    texts = {
+        "rows": "dx has the shape of x, and each of its rows sums to 0 (adding a constant to a "
+        "row changes no output); dgamma and dbeta have the shape of gamma",
+        "a batch of sequences": f"dgamma and dbeta gather every token of every sequence: "
+        f"{_EVERY_TOKEN}",
     }
     specs = []
     for label, seed, shape, eps in layouts:
@@ -324,16 +321,27 @@ def check_layer_norm_backward(fn: Callable[..., object]) -> CheckReport:
             inputs = {"grad_y": G, "x": x, "gamma": gamma, "eps": np.array(eps)}
             specs.append(
                 _Spec(
-                    Case(f"{name} ({label})", inputs, right[name], hint),
+                    Case(f"{name} ({label})", inputs, right[name], texts[label]),
                     _append(),
                     shown,
                     _ln_backward_diagnose(name),
                     _pick(name, _LN_GRADS)
                     if name == "dx"
-                    else _per_token_pick(name, _LN_GRADS, shape, formulas[name]),
+                    else _per_token_pick(name, _LN_GRADS, shape),
                 )
             )
-    return _run(fn, "check_layer_norm_backward", specs)
+    return _run(
+        fn,
+        "check_layer_norm_backward",
+        specs,
+        see=_LN_JACOBIAN,
+        more="x_hat depends on x directly and through the row's mean and variance: "
+        "differentiate it along the three paths, as the chapter's Jacobian does, then let "
+        "the gradient that reaches x_hat (grad_y times gamma) flow back through it; dgamma "
+        "and dbeta add up "
+        "every token's contribution",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -365,33 +373,32 @@ _RMS_SLIPS = {
     "layer norm's mean term": (
         "it is layer norm's backward pass: the term - mean(g) belongs to the mean that layer "
         "norm subtracts; RMSNorm subtracts no mean",
-        "differentiate r = sqrt(mean(x**2) + eps) itself: d r / d x_j = x_j / (d r)",
+        "besides the direct path, x reaches the output through r only",
     ),
     "only the diagonal": (
         "only the diagonal of the Jacobian is used, dx = g / r: r depends on x too",
-        "add the gradient through r: d r / d x_j = x_j / (d r)",
+        "r depends on every x_j of its row",
     ),
     "sum instead of mean": (
-        "the term through r is d times too large: it uses sum(g * x_hat) where the mean "
-        "(divide by d) belongs, as d r / d x_j = x_j / (d r)",
-        "the 1/d of the mean square stays in d r / d x_j",
+        "the term through r is d times too large: a sum over the features where r has their mean",
+        "r is built from a mean over the d features",
     ),
     "no gamma": (
         "grad_y is not multiplied by gamma before going through the normalisation",
-        "the gradient with respect to x_hat = x / r is g = gamma * grad_y",
+        "gamma scales the output, so it scales the gradient that reaches x / r",
     ),
     "eps left out": (
         "eps is missing from r: the forward pass divides by sqrt(mean(x**2) + eps)",
-        "use r = sqrt(mean(x**2) + eps) in the backward pass too",
+        "the backward pass goes through the forward pass that was computed, eps included",
     ),
     "mean over the rows": (
         "dgamma is the mean over the rows (tokens) instead of the sum: every token adds its "
         "own contribution to the loss, so the gradients of the shared gamma add up",
-        "dgamma = (grad_y * x_hat).reshape(-1, d).sum(axis=0)",
+        _EVERY_TOKEN,
     ),
     "x instead of x_hat": (
         "dgamma is sum(grad_y * x) instead of sum(grad_y * x / r)",
-        "gamma multiplies the normalised x_hat = x / r, so dgamma = sum of grad_y * x_hat",
+        "gamma multiplies the normalised x",
     ),
 }
 
@@ -415,7 +422,7 @@ def _rms_backward_diagnose(name: str) -> Diagnose:
     return diagnose
 
 
-def _per_token_pick(name: str, wrt: tuple[str, ...], x_shape: tuple[int, ...], formula: str):
+def _per_token_pick(name: str, wrt: tuple[str, ...], x_shape: tuple[int, ...]):
     """``pick``, and a gradient of a shared parameter left per token is named as such."""
     base = _pick(name, wrt)
 
@@ -427,14 +434,14 @@ def _per_token_pick(name: str, wrt: tuple[str, ...], x_shape: tuple[int, ...], f
                 f"an array of shape {shape}, the shape of x",
                 f"{name} is not summed over the tokens: gamma is shared by every token, and "
                 "each token adds its own contribution to the loss",
-                f"sum over every axis but the last: {formula}",
+                f"{name} has the shape of gamma, (d,)",
             )
         return got
 
     return pick
 
 
-def check_rms_norm_backward(fn: Callable[..., object]) -> CheckReport:
+def check_rms_norm_backward(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check the reader's gradients of RMS normalisation.
 
     Parameters
@@ -445,6 +452,8 @@ def check_rms_norm_backward(fn: Callable[..., object]) -> CheckReport:
         ``gamma`` of shape ``(d,)``; ``dx`` of the shape of ``x``, ``dgamma`` of shape
         ``(d,)`` summed over every token. A dict with the keys ``"dx"`` and ``"dgamma"``
         is accepted too.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -459,19 +468,17 @@ def check_rms_norm_backward(fn: Callable[..., object]) -> CheckReport:
     --------
     >>> import numpy as np
     >>> from helpers.checks import check_rms_norm_backward
-    >>> def rms_backward_only_diagonal(grad_y, x, gamma, eps):
-    ...     r = np.sqrt((x**2).mean(axis=-1, keepdims=True) + eps)
-    ...     dgamma = (grad_y * x / r).reshape(-1, x.shape[-1]).sum(axis=0)
-    ...     return grad_y * gamma / r, dgamma  # treats r as a constant
-    >>> print(check_rms_norm_backward(rms_backward_only_diagonal).failures[0].problem)
-    only the diagonal of the Jacobian is used, dx = g / r: r depends on x too
+    >>> def pass_through(grad_y, x, gamma, eps):  # as if RMSNorm were the identity
+    ...     return grad_y, np.zeros_like(gamma)
+    >>> check_rms_norm_backward(pass_through).status
+    'failed'
     """
     layouts = (("rows", 63, (4, 6), 1e-6), ("a batch of sequences", 64, (2, 3, 5), 0.5))
-    hint = (
-        "r = sqrt(mean(x**2) + eps) depends on every x_j, with d r / d x_j = x_j / (d r): "
-        "differentiate x_i / r by the quotient rule and apply the chain rule to g = gamma * "
-        "grad_y; dgamma sums grad_y * x / r over every token (all axes but the last)"
-    )
+    texts = {
+        "rows": "dx has the shape of x and dgamma that of gamma; the tokens' mean is far from "
+        "0, so a mean that does not belong here shows",
+        "a batch of sequences": f"dgamma gathers every token of every sequence: {_EVERY_TOKEN}",
+    }
     specs = []
     for label, seed, shape, eps in layouts:
         rng = np.random.default_rng(seed)
@@ -482,22 +489,31 @@ def check_rms_norm_backward(fn: Callable[..., object]) -> CheckReport:
         for name in _RMS_GRADS:
             inputs = {"grad_y": G, "x": x, "gamma": gamma, "eps": np.array(eps)}
             pick = (
-                _per_token_pick(
-                    name, _RMS_GRADS, shape, "(grad_y * x_hat).reshape(-1, d).sum(axis=0)"
-                )
+                _per_token_pick(name, _RMS_GRADS, shape)
                 if name == "dgamma"
                 else _pick(name, _RMS_GRADS)
             )
             specs.append(
                 _Spec(
-                    Case(f"{name} ({label})", inputs, right[name], hint),
+                    Case(f"{name} ({label})", inputs, right[name], texts[label]),
                     _append(),
                     shown,
                     _rms_backward_diagnose(name),
                     pick,
                 )
             )
-    return _run(fn, "check_rms_norm_backward", specs)
+    return _run(
+        fn,
+        "check_rms_norm_backward",
+        specs,
+        see=f"{section(6, 'Batch normalisation and RMSNorm')} and {_LN_JACOBIAN}",
+        more="y_i is gamma_i x_i divided by r, and r depends on every x_j of the row: "
+        "differentiate the quotient, with the derivative of r taken from its definition, "
+        "then let the gradient that reaches x / r (grad_y times gamma) flow back and sum over "
+        "i; dgamma adds up every token's "
+        "contribution",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -507,14 +523,15 @@ def check_rms_norm_backward(fn: Callable[..., object]) -> CheckReport:
 
 def _count_candidates(d: int, f: int) -> list[tuple[int, Finding]]:
     right = block_parameter_count(d, 1, f)
-    ln_hint = "each layer norm has a gain and a shift of d_model entries: 4 d_model for two"
+    ln_hint = "a layer norm has a gain and a shift per feature, and a block has two"
+    bias_hint = "a bias has one entry per output of its layer"
     return [
         (
             right - 4 * d,
             Finding(
                 "4 d_model parameters are missing: the two layer norms' gains and shifts (or "
                 "else the four attention biases)",
-                ln_hint + "; the attention biases b_Q, b_K, b_V, b_O are another 4 d_model",
+                ln_hint,
             ),
         ),
         (right - 2 * d, Finding("only one layer norm is counted; a block has two", ln_hint)),
@@ -523,36 +540,34 @@ def _count_candidates(d: int, f: int) -> list[tuple[int, Finding]]:
             Finding(
                 "the biases are missing: b_Q, b_K, b_V, b_O (4 d_model), b_1 (d_ff) and b_2 "
                 "(d_model); the weight matrices and the layer norms are counted right",
-                "every linear layer of this block has a bias: 5 d_model + d_ff entries in all",
+                "every linear layer of this block has a bias",
             ),
         ),
         (
             right - f - d,
             Finding(
                 "the feed-forward biases b_1 (d_ff) and b_2 (d_model) are missing",
-                "the two linear layers have biases: d_ff + d_model entries",
+                "both linear layers of the feed-forward network have biases",
             ),
         ),
         (
             right - f + d,
             Finding(
-                "b_1 is counted with d_model entries; it has d_ff, one per hidden unit",
-                "b_1 has shape (d_ff,) and b_2 shape (d_model,)",
+                "b_1 is counted with d_model entries; it has d_ff, one per hidden unit", bias_hint
             ),
         ),
         (
             right - 9 * d - f,
             Finding(
                 "no bias or layer-norm parameter is counted, only the weight matrices",
-                "add the four attention biases (4 d_model), b_1 and b_2 (d_ff + d_model) and "
-                "the two layer norms (4 d_model)",
+                "the biases and the layer norms' gains and shifts are trained too",
             ),
         ),
         (
             right - d * d - d,
             Finding(
                 "the attention's output projection W_O (and b_O) is missing",
-                "attention has four d_model x d_model matrices: W_Q, W_K, W_V and W_O",
+                "attention ends with an output projection",
             ),
         ),
         (
@@ -560,7 +575,7 @@ def _count_candidates(d: int, f: int) -> list[tuple[int, Finding]]:
             Finding(
                 "only one of the feed-forward matrices is counted; W_1 and W_2 have d_model d_ff "
                 "entries each",
-                "the network goes d_model -> d_ff -> d_model: 2 d_model d_ff weights",
+                "the network goes from d_model to d_ff and back",
             ),
         ),
     ]
@@ -578,7 +593,9 @@ def _block_count_diagnose(d: int, f: int) -> Diagnose:
     return diagnose
 
 
-def check_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport:
+def check_block_parameter_count(
+    fn: Callable[[int, int], object], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's count of the trainable parameters of one encoder block.
 
     Parameters
@@ -587,6 +604,8 @@ def check_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport
         ``fn(d_model, d_ff) -> int``: the number of parameters of one block of
         :func:`helpers.transformer.encoder_block` (attention with biases, the
         feed-forward network with biases, two layer norms).
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -599,11 +618,10 @@ def check_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport
     Examples
     --------
     >>> from helpers.checks import check_block_parameter_count
-    >>> def no_norms(d_model, d_ff):
-    ...     return 4 * d_model**2 + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model
-    >>> print(check_block_parameter_count(no_norms).failures[0].problem)
-    4 d_model parameters are missing: the two layer norms' gains and shifts (or else the four
-    attention biases)
+    >>> def one_matrix(d_model, d_ff):  # a single d_model x d_ff matrix
+    ...     return d_model * d_ff
+    >>> check_block_parameter_count(one_matrix).status
+    'failed'
     """
     layouts = (
         ("base Transformer (512, 2048)", 512, 2048),
@@ -612,13 +630,13 @@ def check_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport
         ("this chapter's model (32, 64)", 32, 64),
         ("d_ff = d_model = 8", 8, 8),
     )
-    hint = (
-        "attention: 4 d_model^2 + 4 d_model; feed-forward: 2 d_model d_ff + d_ff + d_model; "
-        "two layer norms: 4 d_model"
+    text = (
+        "list the block's arrays: attention with its biases, the feed-forward network with "
+        "its biases, two layer norms"
     )
     specs = [
         _Spec(
-            Case(name, {}, np.array(block_parameter_count(d, 1, f)), hint, rtol=0.0, atol=0.0),
+            Case(name, {}, np.array(block_parameter_count(d, 1, f)), text, rtol=0.0, atol=0.0),
             _append(d, f),
             f"d_model = {d}, d_ff = {f}",
             _block_count_diagnose(d, f),
@@ -626,7 +644,15 @@ def check_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport
         )
         for name, d, f in layouts
     ]
-    return _run(fn, "check_block_parameter_count", specs)
+    return _run(
+        fn,
+        "check_block_parameter_count",
+        specs,
+        see=section(6, "The block"),
+        more="count each sublayer's arrays with their shapes, biases and the layer norms' "
+        "gains and shifts included; the number of heads changes none of them",
+        hint=hint,
+    )
 
 
 def _llama_count(d: int, f: int) -> int:
@@ -636,71 +662,57 @@ def _llama_count(d: int, f: int) -> int:
 
 def _llama_candidates(d: int, f: int) -> list[tuple[int, Finding]]:
     right = _llama_count(d, f)
+    no_bias = "no linear layer of LLaMA has a bias"
+    norms = "a block has two RMSNorms, each with a gain and no shift"
     return [
         (
             right - d * f,
             Finding(
                 "one of the three SwiGLU matrices is missing: it counts 2 d_model d_ff, the "
                 "weights of a ReLU network",
-                "SwiGLU has W_1 and W_3 (d_model x d_ff each) and W_2 (d_ff x d_model)",
+                'SwiGLU has a gate as well (chapter 6, "A gated feed-forward network: SwiGLU")',
             ),
         ),
         (
             right + 2 * d,
             Finding(
-                "the norms are counted with a shift each: RMSNorm has a gain and no shift",
-                "two RMSNorms of d_model gains each: 2 d_model",
+                "the norms are counted with a shift each: RMSNorm has a gain and no shift", norms
             ),
         ),
         (
             right + 4 * d,
-            Finding(
-                "attention biases are counted: LLaMA's projections have no biases",
-                "W_Q, W_K, W_V, W_O without biases: 4 d_model^2",
-            ),
+            Finding("attention biases are counted: LLaMA's projections have no biases", no_bias),
         ),
         (
             right + 2 * f + d,
-            Finding(
-                "feed-forward biases are counted: LLaMA's SwiGLU has none",
-                "W_1, W_3, W_2 without biases: 3 d_model d_ff",
-            ),
+            Finding("feed-forward biases are counted: LLaMA's SwiGLU has none", no_bias),
         ),
         (
             right + 6 * d + 2 * f,
             Finding(
                 "biases are counted on every linear layer (4 d_model + 2 d_ff + d_model): "
                 "LLaMA's linear layers have none",
-                "attention 4 d_model^2, SwiGLU 3 d_model d_ff, two RMSNorm gains 2 d_model",
+                no_bias,
             ),
         ),
-        (
-            right - 2 * d,
-            Finding(
-                "the two RMSNorms' gains (2 d_model) are missing",
-                "each RMSNorm has a gain of d_model entries",
-            ),
-        ),
+        (right - 2 * d, Finding("the two RMSNorms' gains (2 d_model) are missing", norms)),
         (
             right - d,
-            Finding(
-                "only one RMSNorm is counted; a block has two, one per sublayer",
-                "two RMSNorms of d_model gains each: 2 d_model",
-            ),
+            Finding("only one RMSNorm is counted; a block has two, one per sublayer", norms),
         ),
         (
             right + d,
             Finding(
                 "three RMSNorms are counted; a block has two (the stack's final norm is "
                 "counted once, outside the blocks)",
-                "two RMSNorms of d_model gains each: 2 d_model",
+                norms,
             ),
         ),
         (
             right - d * d,
             Finding(
                 "the attention's output projection W_O is missing",
-                "attention has four d_model x d_model matrices: W_Q, W_K, W_V and W_O",
+                "attention ends with an output projection",
             ),
         ),
     ]
@@ -718,7 +730,9 @@ def _llama_count_diagnose(d: int, f: int) -> Diagnose:
     return diagnose
 
 
-def check_llama_block_parameter_count(fn: Callable[[int, int], object]) -> CheckReport:
+def check_llama_block_parameter_count(
+    fn: Callable[[int, int], object], *, hint: bool = False
+) -> CheckReport:
     """Check the reader's count of the parameters of one LLaMA block.
 
     Parameters
@@ -728,6 +742,8 @@ def check_llama_block_parameter_count(fn: Callable[[int, int], object]) -> Check
         with RMSNorm and a SwiGLU feed-forward network of width ``d_ff``, as in LLaMA:
         multi-head attention without biases, ``W_1``, ``W_3``, ``W_2`` without biases,
         and two RMSNorms with a gain each.
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -740,10 +756,10 @@ def check_llama_block_parameter_count(fn: Callable[[int, int], object]) -> Check
     Examples
     --------
     >>> from helpers.checks import check_llama_block_parameter_count
-    >>> def with_biases(d_model, d_ff):  # the chapter's block with SwiGLU and RMSNorm
-    ...     return 4 * d_model**2 + 4 * d_model + 3 * d_model * d_ff + 2 * d_model
-    >>> print(check_llama_block_parameter_count(with_biases).failures[0].problem)
-    attention biases are counted: LLaMA's projections have no biases
+    >>> def one_matrix(d_model, d_ff):  # a single d_model x d_ff matrix
+    ...     return d_model * d_ff
+    >>> check_llama_block_parameter_count(one_matrix).status
+    'failed'
     """
     layouts = (
         ("LLaMA-7B (4096, 11008)", 4096, 11008),
@@ -751,10 +767,12 @@ def check_llama_block_parameter_count(fn: Callable[[int, int], object]) -> Check
         ("d_model = 48, d_ff = 128", 48, 128),
         ("d_model = 12, d_ff = 20", 12, 20),
     )
-    hint = "attention: 4 d_model^2; SwiGLU: 3 d_model d_ff; two RMSNorms: 2 d_model"
+    text = (
+        "list the block's arrays: attention, the SwiGLU network, two RMSNorms, and no bias anywhere"
+    )
     specs = [
         _Spec(
-            Case(name, {}, np.array(_llama_count(d, f)), hint, rtol=0.0, atol=0.0),
+            Case(name, {}, np.array(_llama_count(d, f)), text, rtol=0.0, atol=0.0),
             _append(d, f),
             f"d_model = {d}, d_ff = {f}",
             _llama_count_diagnose(d, f),
@@ -762,7 +780,17 @@ def check_llama_block_parameter_count(fn: Callable[[int, int], object]) -> Check
         )
         for name, d, f in layouts
     ]
-    return _run(fn, "check_llama_block_parameter_count", specs)
+    return _run(
+        fn,
+        "check_llama_block_parameter_count",
+        specs,
+        see=f"{section(6, 'A gated feed-forward network: SwiGLU')} and "
+        f"{section(6, 'Batch normalisation and RMSNorm')}",
+        more="count each sublayer's arrays with their shapes: the attention's four "
+        "projections, the SwiGLU network's matrices (one more than a ReLU network's), and "
+        "the two norms' gains; LLaMA has no biases",
+        hint=hint,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -804,30 +832,30 @@ def _block_variant(X: np.ndarray, p: Mapping[str, np.ndarray], h: int, norm_firs
     return ln(keep_ffn * Z + ffn(Z), "ln2")
 
 
+_ORDERS = section(6, "Post-LN or pre-LN: gradients at initialisation")
 _BLOCK_SLIPS = {
     "order swapped": (
         "it computes the other order: pre-LN where post-LN was asked for, or the reverse",
-        "post-LN (norm_first=False): Z = LN1(X + MHA(X)), Y = LN2(Z + FFN(Z)); pre-LN "
-        "(norm_first=True): Z = X + MHA(LN1(X)), Y = Z + FFN(LN2(Z))",
+        "norm_first=False asks for post-LN, norm_first=True for pre-LN",
     ),
     "norms swapped": (
         "ln1 and ln2 are swapped: ln1 belongs to the attention sublayer, ln2 to the "
         "feed-forward one",
-        "use params['ln1_gamma'], params['ln1_beta'] around the attention",
+        "each sublayer has its own norm",
     ),
     "residual from the normalised input": (
         "the residual adds the normalised input, LN(x) + Sublayer(LN(x)), instead of x",
-        "in pre-LN only the sublayer sees the normalised input: x + Sublayer(LN(x))",
+        "in pre-LN the residual path carries x itself, untouched by the norm",
     ),
     "residual from the normalised input, attention only": (
         "the attention sublayer's residual adds the normalised input, LN1(X) + MHA(LN1(X)), "
         "instead of X (the feed-forward sublayer's is right)",
-        "in pre-LN only the sublayer sees the normalised input: Z = X + MHA(LN1(X))",
+        "in pre-LN the residual path carries x itself, untouched by the norm",
     ),
     "residual from the normalised input, feed-forward only": (
         "the feed-forward sublayer's residual adds the normalised input, LN2(Z) + "
         "FFN(LN2(Z)), instead of Z (the attention sublayer's is right)",
-        "in pre-LN only the sublayer sees the normalised input: Y = Z + FFN(LN2(Z))",
+        "in pre-LN the residual path carries x itself, untouched by the norm",
     ),
     "final norm": (
         "an extra layer norm is applied at the end of the pre-LN block",
@@ -835,28 +863,28 @@ _BLOCK_SLIPS = {
     ),
     "no residual": (
         "the residual connections are missing: the sublayer's input is not added back",
-        "post-LN: LN(x + Sublayer(x)); pre-LN: x + Sublayer(LN(x))",
+        "both sublayers add their input back",
     ),
     "no residual around attention": (
         "the attention sublayer's residual connection is missing: X is not added back to "
         "MHA (the feed-forward sublayer's is right)",
-        "post-LN: Z = LN1(X + MHA(X)); pre-LN: Z = X + MHA(LN1(X))",
+        "both sublayers add their input back",
     ),
     "no residual around the feed-forward": (
         "the feed-forward sublayer's residual connection is missing: Z is not added back to "
         "FFN (the attention sublayer's is right)",
-        "post-LN: Y = LN2(Z + FFN(Z)); pre-LN: Y = Z + FFN(LN2(Z))",
+        "both sublayers add their input back",
     ),
     "norm before the sum": (
         "the norm is applied to the sublayer's output before the residual sum, x + "
         "LN(Sublayer(x)), instead of to the sum",
-        "post-LN normalises the sum: LN(x + Sublayer(x))",
+        "post-LN normalises after the residual sum",
     ),
     "no attention biases": (
         "the attention biases b_Q, b_K, b_V, b_O are left out",
-        "pass b_Q=params['b_Q'], ... to helpers.multi_head_attention",
+        "the attention projections have biases in params",
     ),
-    "gelu": ("the feed-forward network uses GELU; this block uses ReLU", "activation='relu'"),
+    "gelu": ("the feed-forward network uses GELU; this block uses ReLU", "this block uses ReLU"),
 }
 
 
@@ -888,7 +916,7 @@ def _block_params(seed: int, d: int, h: int, d_ff: int) -> tuple[np.ndarray, dic
     return rng.normal(size=(2, 5, d)), p
 
 
-def check_encoder_block(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
+def check_encoder_block(fn: Callable[..., npt.ArrayLike], *, hint: bool = False) -> CheckReport:
     """Check the reader's encoder block, post-LN and pre-LN.
 
     Parameters
@@ -899,6 +927,8 @@ def check_encoder_block(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
         ``h`` the number of heads, ``norm_first`` a bool; returns the block's output
         with ReLU and ``eps = 1e-5`` (post-LN for ``norm_first=False``, pre-LN for
         ``True``).
+    hint : bool, default False
+        Add a fuller hint to a failing report.
 
     Returns
     -------
@@ -911,12 +941,11 @@ def check_encoder_block(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
 
     Examples
     --------
-    >>> from helpers import encoder_block
     >>> from helpers.checks import check_encoder_block
-    >>> def block_other_order(X, params, h, norm_first):
-    ...     return encoder_block(X, params, h, norm_first=not norm_first)[0]
-    >>> print(check_encoder_block(block_other_order).failures[0].problem)
-    it computes the other order: pre-LN where post-LN was asked for, or the reverse
+    >>> def identity(X, params, h, norm_first):  # the residual path alone
+    ...     return X
+    >>> check_encoder_block(identity).status
+    'failed'
     """
     specs = []
     for norm_first in (False, True):
@@ -929,12 +958,231 @@ def check_encoder_block(fn: Callable[..., npt.ArrayLike]) -> CheckReport:
             def arrange(X, *arrays, h=h, norm_first=norm_first):
                 return X, dict(zip(BLOCK_PARAM_NAMES, arrays, strict=True)), h, norm_first
 
+            text = (
+                "norm_first=True: pre-LN, the order the chapter leaves out"
+                if norm_first
+                else "norm_first=False: post-LN, the chapter's own order"
+            )
             specs.append(
                 _Spec(
-                    Case(f"{label}, {h} heads", inputs, expected, _BLOCK_SLIPS["order swapped"][1]),
+                    Case(f"{label}, {h} heads", inputs, expected, text),
                     arrange,
                     f"X: {X.shape}; d_ff = 16; h = {h}; norm_first = {norm_first}",
                     _block_diagnose(h, norm_first),
                 )
             )
-    return _run(fn, "check_encoder_block", specs)
+    return _run(
+        fn,
+        "check_encoder_block",
+        specs,
+        see=_ORDERS,
+        more="each sublayer, attention then the feed-forward network, is wrapped by a "
+        "residual connection and a layer norm of its own; the two orders differ only in "
+        "where the norm sits relative to the residual sum. Write one sublayer in both "
+        "orders, then chain the two",
+        hint=hint,
+    )
+
+
+# ---------------------------------------------------------------------------
+# check_fold_layer_norm (exercise 6.1): a layer norm's gain and shift folded away
+# ---------------------------------------------------------------------------
+
+_FOLD_NAMES = ("W_folded", "b_folded")
+
+_FOLD_HINT = (
+    "write the layer norm's output as the gain times the normalised token plus the shift, "
+    "pass it through the layer, and sort the terms: those that contain the normalised token "
+    "make the new weights, the others the new bias"
+)
+_FOLD_MORE = (
+    "the gain scales each coordinate of the token before the layer mixes the coordinates: "
+    "ask which index of W a coordinate meets; the shift is the same input for every token: "
+    "ask what the layer makes of an input that never changes, and keep the layer's own bias"
+)
+
+# slip -> (W_folded, b_folded) computed with it, and what the report says about each part
+_FOLD_SLIPS: dict[str, tuple[str, str]] = {
+    "columns": (
+        "gamma scales the columns of W; it multiplies x_hat before W does, so each gamma_i "
+        "meets row i of W (the input it belongs to), not a column",
+        "which index of W does the i-th feature of the normalised token meet on its way "
+        "through the layer?",
+    ),
+    "divided": (
+        "W is divided by gamma: folding a gain into the next layer multiplies by it",
+        "the normalised token is multiplied by gamma, then by W: what does gamma do to the "
+        "weights?",
+    ),
+    "W unchanged": (
+        "W_folded is W: the gain gamma is not folded in",
+        "the normalised token is multiplied by gamma before it reaches W: that factor must "
+        "now live in the weights",
+    ),
+    "b unchanged": (
+        "b_folded is b: the shift beta is not folded in, but it passes through W too",
+        "beta is added to every token before W: what does W make of it?",
+    ),
+    "beta added": (
+        "beta is added to the bias as it is, without passing through W",
+        "beta is a token-sized vector added before W: what does W make of it?",
+    ),
+    "beta times gamma": (
+        "beta is multiplied by gamma: the shift is added after the gain, so gamma never touches it",
+        "beta enters after the gain: only W acts on it",
+    ),
+    "no b": (
+        "the layer's own bias b is missing from b_folded",
+        "the folded bias must still contain what the layer added before",
+    ),
+    "minus": (
+        "the sign of the shift's contribution is flipped",
+        "beta is added, not subtracted, before W",
+    ),
+    "column vector": (
+        "beta meets the columns of W, as a column vector would; tokens are rows here, and a "
+        "row goes through W from the left",
+        "in the row-vector convention a vector goes through W from the left, as every token "
+        "does",
+    ),
+}
+
+
+def _fold_variant(gamma, beta, W, b, slip: str = "right") -> dict[str, np.ndarray]:
+    W_f = gamma[:, None] * W
+    b_f = beta @ W + b
+    with np.errstate(all="ignore"):
+        if slip == "columns" and W.shape[0] == W.shape[1]:
+            W_f = W * gamma[None, :]
+        elif slip == "divided":
+            W_f = W / gamma[:, None]
+        elif slip == "W unchanged":
+            W_f = W
+        elif slip == "b unchanged":
+            b_f = b
+        elif slip == "beta added" and W.shape[0] == W.shape[1]:
+            b_f = b + beta
+        elif slip == "beta times gamma":
+            b_f = (gamma * beta) @ W + b
+        elif slip == "no b":
+            b_f = beta @ W
+        elif slip == "minus":
+            b_f = b - beta @ W
+        elif slip == "column vector" and W.shape[0] == W.shape[1]:
+            b_f = W @ beta + b
+    return {"W_folded": W_f, "b_folded": b_f}
+
+
+def _fold_diagnose(name: str) -> Diagnose:
+    def diagnose(case: Case, got: np.ndarray) -> list[Finding]:
+        args = [np.asarray(case.inputs[k]) for k in ("gamma", "beta", "W", "b")]
+        expected = _fold_variant(*args)[name]
+        rtol, atol = case.tolerances()
+        for slip, (problem, hint) in _FOLD_SLIPS.items():
+            candidate = _fold_variant(*args, slip)[name]
+            if (
+                candidate.shape == got.shape
+                and not np.allclose(candidate, expected, rtol=rtol, atol=atol)
+                and np.allclose(got, candidate, rtol=rtol, atol=atol)
+            ):
+                return [Finding(problem, hint)]
+        return []
+
+    return diagnose
+
+
+def _fold_pick(name: str) -> Callable[[object], object]:
+    def pick(result: object) -> object:
+        if isinstance(result, Mapping):
+            if name in result:
+                return result[name]
+            raise _Unusable(
+                "a dict without " + repr(name),
+                f"the result has no entry {name!r}",
+                "return the pair (W_folded, b_folded)",
+            )
+        if isinstance(result, (tuple, list)) and len(result) == 2:
+            return result[_FOLD_NAMES.index(name)]
+        raise _Unusable(
+            type(result).__name__,
+            "expected the pair (W_folded, b_folded)",
+            "return the new weights and the new bias, in that order",
+        )
+
+    return pick
+
+
+def check_fold_layer_norm(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
+    """Check the reader's folding of a layer norm's gain and shift into the next layer.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(gamma, beta, W, b) -> (W_folded, b_folded)``: ``gamma`` and ``beta`` of shape
+        ``(d,)``, the gain and the shift of a layer norm, ``W`` of shape ``(d, d_out)`` and
+        ``b`` of shape ``(d_out,)``, the linear layer that reads it. Returns the weights and
+        the bias, of the shapes of ``W`` and ``b``, such that
+        ``layer_norm(x, gamma, beta) @ W + b == layer_norm(x, 1, 0) @ W_folded + b_folded``
+        for every token ``x``; the inputs must not change. A dict with the keys
+        ``"W_folded"`` and ``"b_folded"`` is accepted too.
+    hint : bool, default False
+        Show the fuller hint under the failures.
+
+    Returns
+    -------
+    CheckReport
+        Truthy iff both arrays match in every case (a square layer, two rectangular ones,
+        and a layer norm with nothing to fold). The report recognises the gain applied to
+        the columns of ``W``, ``W`` divided by the gain, the gain or the shift left out,
+        the shift added without passing through ``W`` or multiplied by the gain, the
+        layer's own bias forgotten, a flipped sign and ``W @ beta`` in place of a row
+        vector times ``W``.
+
+    Examples
+    --------
+    Adding the shift to the bias as it is, and leaving the weights alone:
+
+    >>> import numpy as np
+    >>> from helpers.checks import check_fold_layer_norm
+    >>> def fold_nothing_through_w(gamma, beta, W, b):
+    ...     return W, b + beta
+    >>> report = check_fold_layer_norm(fold_nothing_through_w)
+    >>> [r.problem.split(":")[0] for r in report.failures if "square" in r.name]
+    ['W_folded is W', 'beta is added to the bias as it is, without passing through W']
+    """
+    layouts = [
+        ("a square layer, d = d_out = 4", 71, 4, 4, True),
+        ("W of shape (6, 3)", 72, 6, 3, True),
+        ("W of shape (3, 8)", 73, 3, 8, True),
+        ("gamma = 1 and beta = 0, W of shape (5, 2)", 74, 5, 2, False),
+    ]
+    specs = []
+    for label, seed, d, d_out, random_norm in layouts:
+        rng = np.random.default_rng(seed)
+        if random_norm:
+            gamma = rng.choice([-1.0, 1.0], size=d) * rng.uniform(0.5, 2.0, size=d)
+            beta = rng.normal(size=d)
+        else:
+            gamma, beta = np.ones(d), np.zeros(d)
+        W, b = rng.normal(size=(d, d_out)), rng.normal(size=d_out)
+        right = _fold_variant(gamma, beta, W, b)
+        inputs = {"gamma": gamma, "beta": beta, "W": W, "b": b}
+        shown = f"gamma, beta: ({d},); W: ({d}, {d_out}); b: ({d_out},)"
+        for name in _FOLD_NAMES:
+            specs.append(
+                _Spec(
+                    Case(f"{name}, {label}", inputs, right[name], _FOLD_HINT),
+                    _append(),
+                    shown,
+                    _fold_diagnose(name),
+                    _fold_pick(name),
+                )
+            )
+    return _run(
+        fn,
+        "check_fold_layer_norm",
+        specs,
+        see=section(6, "Layer normalisation"),
+        more=_FOLD_MORE,
+        hint=hint,
+    )

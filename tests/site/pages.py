@@ -21,7 +21,9 @@ the book stay open once everything above has been read from them (`keep_open`), 
 
 from __future__ import annotations
 
+import functools
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -105,12 +107,9 @@ def open_page(browser, site: str, doc: str, *, color_scheme: str = "light"):
     return context, page, record
 
 
-def wait_for_mathjax(page) -> dict:
-    """Wait until MathJax has typeset the page; return what it found.
-
-    A page with formulas must load MathJax and typeset every one of them; a page with
-    none (Sphinx then leaves MathJax out) must still show no raw TeX.
-    """
+def mathjax_started(page) -> bool:
+    """Wait until MathJax has started (typeset what is near the screen: it typesets the
+    rest as the reader scrolls, ui/lazy in _config.yml); whether the page has formulas."""
     has_math = page.evaluate("() => document.querySelectorAll('.math').length > 0")
     if has_math:
         page.wait_for_function(
@@ -118,6 +117,21 @@ def wait_for_mathjax(page) -> dict:
         )
         page.evaluate("() => MathJax.startup.promise")
         assert page.evaluate("() => MathJax.version").startswith("3."), "MathJax 3 did not load"
+    return has_math
+
+
+def wait_for_mathjax(page) -> dict:
+    """Wait until MathJax has typeset every formula of the page (as it does before
+    printing); return what it found.
+
+    A page with formulas must load MathJax and typeset every one of them; a page with
+    none (Sphinx then leaves MathJax out) must still show no raw TeX.
+    """
+    if mathjax_started(page):
+        page.evaluate(
+            "async () => { const d = MathJax.startup.document;"
+            " if (d.lazyTypesetAll) await d.lazyTypesetAll(); }"
+        )
     return page.evaluate(
         """() => {
           const math = [...document.querySelectorAll('.math, span.math, div.math')];
@@ -130,6 +144,117 @@ def wait_for_mathjax(page) -> dict:
           };
         }"""
     )
+
+
+# What the page transferred before the reader did anything (loaded, MathJax started):
+# the page and every resource, in bytes (a local server sends them uncompressed), and how
+# many requests; the largest resources; how long MathJax took to start.
+WEIGHT_JS = """() => {
+  const entries = [performance.getEntriesByType('navigation')[0],
+                   ...performance.getEntriesByType('resource')].filter(Boolean);
+  const size = e => e.encodedBodySize || e.transferSize || 0;
+  const largest = [...entries].sort((a, b) => size(b) - size(a)).slice(0, 5)
+    .map(e => [e.name.replace(location.origin, ''), size(e)]);
+  return {bytes: entries.reduce((n, e) => n + size(e), 0), requests: entries.length, largest};
+}"""
+# The most a page may transfer before the reader does anything (README, "Page weight").
+MAX_PAGE_BYTES = 2_000_000
+
+# Every id used more than once in the page, and every proof without its end mark.
+IDS_JS = """() => {
+  const seen = {};
+  for (const e of document.querySelectorAll('[id]')) seen[e.id] = (seen[e.id] || 0) + 1;
+  const repeated = Object.entries(seen).filter(([, n]) => n > 1);
+  const proofs = [...document.querySelectorAll('.bd-article div.proof.admonition')]
+    .filter(d => !/(^| )(theorem|lemma|proposition|corollary|definition|remark|example|axiom|conjecture|criterion|property|observation|assumption|notation|algorithm)( |$)/.test(d.className));
+  const marks = proofs.map(d => {
+    const last = d.querySelector(':scope > p:last-child');
+    const mark = getComputedStyle(last || d, '::after').content;
+    return {id: d.id, mark};
+  });
+  return {repeated, proofs: marks};
+}"""
+
+# How far the sidebar scrolled itself while the page loaded, and whether the current
+# chapter's entry is wholly in view there (at DESKTOP).
+SIDEBAR_JS = """() => {
+  const s = document.querySelector('div.bd-sidebar');
+  const active = [...document.querySelectorAll('.bd-docs-nav .active')].pop();
+  if (!s || !active) return null;
+  const box = s.getBoundingClientRect(), entry = active.getBoundingClientRect();
+  return {scroll: s.scrollTop,
+          entry_in_view: entry.top >= box.top - 1 && entry.bottom <= box.top + s.clientHeight + 1};
+}"""
+
+# Dark mode: every picture of the article that is dimmed or sits on a panel that is not
+# white (the theme dims pictures and sets outputs on grey).
+DARK_FIGURES_JS = """() => {
+  const white = c => /^rgba?\\(255, 255, 255(, 1)?\\)$/.test(c);
+  const clear = c => c === 'rgba(0, 0, 0, 0)' || c === 'transparent';
+  return [...document.querySelectorAll('.bd-article img')].filter(i => i.getClientRects().length)
+    .map(img => {
+      const filter = getComputedStyle(img).filter;
+      let panel = null;  // the first background behind the picture
+      for (let e = img; e && e !== document.body; e = e.parentElement) {
+        const c = getComputedStyle(e).backgroundColor;
+        if (!clear(c)) { panel = c; break; }
+      }
+      return {src: (img.getAttribute('src') || '').slice(-40), filter, panel};
+    })
+    .filter(f => f.filter !== 'none' || !white(f.panel || ''));
+}"""
+
+# Everything the reader reads as code, printed output or message (code cells, their
+# outputs, self-check reports, explorer captions), for internal labels.
+READER_CODE_JS = """() => {
+  const out = [];
+  for (const e of document.querySelectorAll('.bd-article .cell_input, .bd-article .cell_output')) {
+    out.push([e.classList.contains('cell_input') ? 'code cell' : 'output', e.innerText || e.textContent]);
+  }
+  for (const s of document.querySelectorAll('script.explorer-data')) {
+    const data = JSON.parse(s.textContent);
+    (data.alt || []).forEach(t => out.push(['explorer caption', t]));
+  }
+  return out;
+}"""
+
+
+def book_labels() -> set[str]:
+    """Every label the chapters define: `(label)=` targets, `:label:` and `:name:` options,
+    figure names of cell metadata."""
+    import json
+
+    labels: set[str] = set()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            text = "".join(cell["source"])
+            labels |= set(re.findall(r"^\s*\(([\w-]+)\)=", text, re.M))
+            labels |= set(re.findall(r"^\s*:(?:label|name):\s*(\S+)", text, re.M))
+            figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+            if figure.get("name"):
+                labels.add(figure["name"])
+    return labels
+
+
+# A bare internal label in what the reader reads: a token of the book's label prefixes
+# (eq-, thm-, sec-, fig-, ex-, ...) that names a label of the book. Not part of a longer
+# word, a path or an address (a CSS class or a URL is never in the reader's text anyway).
+LABEL_TOKEN = re.compile(
+    r"(?<![\w./#-])((?:eq|thm|sec|fig|ex|lem|prop|def|cor|tab)-[a-z0-9]+(?:-[a-z0-9]+)*)(?![\w-])"
+)
+
+
+def internal_labels(chunks: list[list[str]], labels: set[str]) -> list[str]:
+    """Each bare label of the book in the chunks, with where and 40 characters around."""
+    found = []
+    for where, text in chunks:
+        for match in LABEL_TOKEN.finditer(text):
+            if match.group(1) in labels:
+                start, end = max(match.start() - 40, 0), match.end() + 40
+                found.append(
+                    f"{where}: {match.group(1)}: ...{' '.join(text[start:end].split())}..."
+                )
+    return found
 
 
 # Everything a reader can see or hear as text, except code (code may hold backslashes):
@@ -430,6 +555,93 @@ def small_figure_text(figures: list[dict], minimum: float = MIN_TEXT_PX) -> list
     return problems
 
 
+# On a phone, every box that scrolls sideways (scrollable.js marks it) and is cut at an
+# edge (more of it lies beyond) shows a cue there: the edge fades (a mask), so the reader
+# sees that the formula or line goes on. Those without one.
+CUES_JS = """() => [...document.querySelectorAll('.bd-article .scrolls-sideways')]
+  .filter(e => e.getClientRects().length > 0)
+  .map(e => {
+    const formula = e.matches('span.math') ? e.querySelector('mjx-container') : null;
+    const width = formula ? formula.getBoundingClientRect().width : e.scrollWidth;
+    const cut = e.scrollLeft + e.clientWidth < width - 1;
+    return {where: ((e.closest('[id]') || {}).id || '').slice(0, 50), kind: e.tagName.toLowerCase(),
+            text: e.textContent.slice(0, 50), cut,
+            mask: getComputedStyle(e).maskImage || getComputedStyle(e).webkitMaskImage};
+  })
+  .filter(e => e.cut && (!e.mask || e.mask === 'none'))"""
+
+# The pictures of the article at PHONE width, each as shown and its "Enlarge" button.
+PHONE_PICTURES_JS = """() => [...document.querySelectorAll('.bd-article img')].map((img, k) => {
+  const holder = img.closest('.figure-holder');
+  const button = holder && holder.querySelector(':scope > .figure-zoom');
+  if (button) button.dataset.picture = k;
+  return {index: k, shown: parseFloat(getComputedStyle(img).width),
+          button: !!button && button.getClientRects().length > 0,
+          name: button ? (button.getAttribute('aria-label') || button.textContent).trim() : null};
+})"""
+
+VIEWER_JS = """() => {
+  const dialog = document.querySelector('dialog.figure-viewer');
+  const img = dialog && dialog.querySelector('.figure-viewer-stage img');
+  return {open: !!dialog && dialog.open, modal: !!dialog && dialog.matches(':modal'),
+          focus_inside: !!dialog && dialog.contains(document.activeElement),
+          shown: img ? parseFloat(getComputedStyle(img).width) : 0,
+          alt: img ? img.getAttribute('alt') : null};
+}"""
+
+
+def phone_figures(page) -> list[dict]:
+    """At PHONE width: each picture as shown, and for each with a visible "Enlarge" button,
+    what the keyboard does with it: Tab to the button, Enter opens the viewer (modal, focus
+    inside, the picture at its width there), Escape shuts it and focus comes back."""
+    pictures = page.evaluate(PHONE_PICTURES_JS)
+    visible = [p for p in pictures if p["button"]]
+    for picture in visible:
+        button = page.locator(f".figure-zoom[data-picture='{picture['index']}']")
+        button.focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => document.querySelector('dialog.figure-viewer[open]')")
+        picture["viewer"] = page.evaluate(VIEWER_JS)
+        page.keyboard.press("Escape")
+        picture["closed"] = page.evaluate(
+            "() => !document.querySelector('dialog.figure-viewer[open]')"
+            " && document.activeElement && document.activeElement.classList.contains('figure-zoom')"
+        )
+    return pictures
+
+
+def _text_px(width: float, records: list[dict]) -> float:
+    return min(width / r["width_in"] * r["font_pt"] / 72 for r in records)
+
+
+def phone_figure_problems(page: LoadedPage, minimum: float = MIN_TEXT_PX) -> list[str]:
+    """Every picture whose smallest text, shown on the phone, is under `minimum` px and that
+    no tap or key opens at a size where it is at least that: its "Enlarge" button must show,
+    have a name, open a modal viewer with the focus in it where the text is legible, and
+    give the focus back when shut."""
+    problems = []
+    for figure, phone in zip(page.figures, page.phone_figures, strict=True):
+        records = [r for r in figure["records"] if r]
+        if not records:
+            continue  # not measurable: check_figure_text reports it
+        px = functools.partial(_text_px, records=records)
+        if px(phone["shown"]) >= minimum:
+            continue
+        where = (
+            f"{figure['src']} (text {px(phone['shown']):.1f} px at {phone['shown']:.0f} px wide)"
+        )
+        viewer = phone.get("viewer")
+        if not phone["button"] or not phone["name"]:
+            problems.append(f"{where}: no Enlarge button")
+        elif not (viewer and viewer["open"] and viewer["modal"] and viewer["focus_inside"]):
+            problems.append(f"{where}: the viewer did not open as a modal dialog: {viewer}")
+        elif px(viewer["shown"]) < minimum:
+            problems.append(f"{where}: still {px(viewer['shown']):.1f} px in the viewer")
+        elif not phone["closed"]:
+            problems.append(f"{where}: Escape did not close the viewer and return the focus")
+    return problems
+
+
 def check_figure_text(page: LoadedPage) -> None:
     """The figure-legibility check of one loaded page (both editions' tests call it):
     no figure text under MIN_TEXT_PX, and a chapter shows at least one figure."""
@@ -511,6 +723,14 @@ class LoadedPage:
     fit: dict = field(default_factory=dict)  # FIT_JS at DESKTOP, solutions open
     phone_fit: dict = field(default_factory=dict)  # the same at PHONE width
     figures: list[dict] = field(default_factory=list)  # FIGURES_JS, desktop, solutions open
+    weight: dict = field(default_factory=dict)  # WEIGHT_JS: before the reader does anything
+    mathjax_start_s: float = 0.0  # seconds from the load event to MathJax started
+    ids: dict = field(default_factory=dict)  # IDS_JS
+    sidebar: dict | None = None  # SIDEBAR_JS, at DESKTOP just after loading
+    dark_figures: list[dict] = field(default_factory=list)  # DARK_FIGURES_JS (dark scheme)
+    reader_code: list[list[str]] = field(default_factory=list)  # READER_CODE_JS
+    phone_figures: list[dict] = field(default_factory=list)  # viewer checks at PHONE width
+    phone_cues: list[dict] = field(default_factory=list)  # CUES_JS at PHONE width
     # (context, page, record) of a page kept open (`keep_open`), closed by tests/site/conftest.py
     live: tuple | None = None
 
@@ -527,6 +747,16 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
     context, page, record = open_page(browser, site, doc, color_scheme=scheme)
     result = LoadedPage(edition, doc, scheme)
     try:
+        started = time.monotonic()
+        mathjax_started(page)
+        result.mathjax_start_s = time.monotonic() - started
+        page.wait_for_load_state("networkidle")
+        result.weight = page.evaluate(WEIGHT_JS)
+        result.sidebar = page.evaluate(SIDEBAR_JS)
+        page.evaluate(
+            "() => document.querySelectorAll('img[loading=lazy]')"
+            ".forEach(i => { i.loading = 'eager'; })"
+        )  # every check sees them all
         result.mathjax = wait_for_mathjax(page)
         result.text = page.evaluate(TEXT_JS)
         result.images = page.evaluate(IMAGES_JS)
@@ -555,11 +785,17 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
         result.wide_equations = page.evaluate(WIDE_EQUATIONS_JS)  # solutions open too
         result.fit = page.evaluate(FIT_JS)
         result.figures = page.evaluate(FIGURES_JS)  # solutions open too, at DESKTOP width
+        result.ids = page.evaluate(IDS_JS)
+        result.reader_code = page.evaluate(READER_CODE_JS)
+        if scheme == "dark":
+            result.dark_figures = page.evaluate(DARK_FIGURES_JS)
         if scheme == "light":  # the same page on a phone (one theme is enough for widths)
             page.set_viewport_size(PHONE)
             page.evaluate(SETTLE_JS)  # reflowed, and scrollable.js has marked what overflows
             result.phone_equations = page.evaluate(WIDE_EQUATIONS_JS)
             result.phone_fit = page.evaluate(FIT_JS)
+            result.phone_cues = page.evaluate(CUES_JS)
+            result.phone_figures = phone_figures(page)
         if keep_open(edition, doc, scheme):  # for the explorer tests, as a reader opens it
             page.set_viewport_size(DESKTOP)
             page.evaluate("() => window.scrollTo(0, 0)")

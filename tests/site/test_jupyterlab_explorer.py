@@ -12,12 +12,19 @@ headless Chromium drives it:
    show again, and JupyterLab's "model not found" line, where the widget was, is hidden.
 
 Screenshots of the three states go to _build/screenshots/jupyterlab/.
+
+The Colab edition of a chapter is opened there too: its solutions start collapsed, its
+glue cells show only their title line, and after Run All and a save every solution is
+still collapsed, in the saved file and when the notebook is opened again (JupyterLab
+unfolds the headings above the cell Run All leaves active, the last one: the edition ends
+with a heading of its own so that this is not a solution's).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -26,6 +33,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import matplotlib
 import nbformat
 import pytest
 
@@ -67,6 +75,10 @@ explorer = Explorer(
 explorer"""
 
 
+# The chapter whose Colab edition is run whole (a short one: its cells run in seconds).
+RUN_ALL = "03_multi_head_attention.ipynb"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -91,6 +103,7 @@ def lab(tmp_path_factory):
     execute(path)  # stored as the chapters are: outputs, no widget view
     edition = sorted((ROOT / "editions" / "colab").glob("[0-9][0-9]_*.ipynb"))[0]
     shutil.copy(edition, root / "edition.ipynb")
+    shutil.copy(ROOT / "editions" / "colab" / RUN_ALL, root / RUN_ALL)
     port = free_port()
     settings = root / "settings"
     workspaces = root / "workspaces"
@@ -103,6 +116,8 @@ def lab(tmp_path_factory):
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_text(json.dumps(value))
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / "config"), "HOME": str(root)}
+    # matplotlib's font cache as it is (a new HOME would rebuild it in the first cell)
+    env["MPLCONFIGDIR"] = os.environ.get("MPLCONFIGDIR") or matplotlib.get_configdir()
     server = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "jupyter-lab"),
@@ -356,3 +371,115 @@ def test_the_colab_edition_shows_its_glue_cells_collapsed(browser, lab):
         assert (state[k]["placeholder"] or "").startswith(GLUE_TITLE), (k, state[k])
     shown = [s["code"] for s in state if s["code"] is not None]
     assert shown and not [s for s in shown if "glue(" in s], "glue code shown"
+
+
+SOLUTION_STATE_JS = """() => {
+  const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
+  const shown = e => e.getClientRects().length > 0;
+  return cells.map(c => ({
+    heading: (c.querySelector('.jp-RenderedMarkdown h1, .jp-RenderedMarkdown h2,'
+      + ' .jp-RenderedMarkdown h3, .jp-RenderedMarkdown h4') || {}).textContent || '',
+    collapsed: !!c.querySelector('.jp-collapseHeadingButton.jp-mod-collapsed'),
+    shown: shown(c),
+  }));
+}"""
+
+
+RUN_STATE_JS = """() => [...document.querySelectorAll('.jp-CodeCell')].map(c => ({
+  prompt: c.querySelector('.jp-InputPrompt').textContent.trim(),
+  error: [...c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+    .some(o => /Traceback|Error/.test(o.textContent)),
+}))"""
+
+
+def run_all_done(page, dialogs: list[str], timeout_s: float = 240) -> None:
+    """Wait until every code cell has run (each prompt shows its number), failing with the
+    cells still waiting, or those that raised, if that does not happen in time."""
+    deadline = time.monotonic() + timeout_s
+    state: list[dict] = []
+    while time.monotonic() < deadline:
+        state = page.evaluate(RUN_STATE_JS)
+        shown = [s["prompt"] for s in state if s["prompt"]]  # (a hidden input shows none)
+        if shown and all(re.fullmatch(r"\[\d+\]:", p) for p in shown):
+            return
+        if any(s["error"] for s in state):
+            break
+        page.wait_for_timeout(2000)
+    page.screenshot(path=SHOTS / "6_edition_run_all_unfinished.png")
+    waiting = [
+        (k, s["prompt"])
+        for k, s in enumerate(state)
+        if s["prompt"] and not re.fullmatch(r"\[\d+\]:", s["prompt"])
+    ]
+    errors = [k for k, s in enumerate(state) if s["error"]]
+    pytest.fail(
+        f"Run All did not finish: {len(waiting)} cells not run {waiting[:8]}, errors in cells "
+        f"{errors}, dialogs {dialogs}"
+    )
+
+
+def test_run_all_and_save_keep_every_solution_collapsed(browser, lab):
+    """Run All on a whole chapter's Colab edition, then save: every solution heading is
+    still collapsed in the saved file (jp-MarkdownHeadingCollapsed) and, opened again, in
+    JupyterLab (its cells hidden)."""
+    url, lab_path = lab
+    path = lab_path.parent / RUN_ALL
+    before = nbformat.read(path, as_version=4)
+    collapsed = before.metadata["colab"]["collapsed_sections"]
+    assert collapsed
+    context, page = open_notebook(browser, url, RUN_ALL)
+    dialogs: list[str] = []
+    try:
+        page.locator(".jp-Notebook .jp-Spinner").wait_for(state="hidden", timeout=120000)
+        dismiss_dialogs(page, dialogs)
+        # the reader clicks into the notebook (it becomes JupyterLab's current one), then
+        # runs everything from the menu
+        page.locator(".jp-Notebook .jp-MarkdownCell").nth(2).click(timeout=60000)
+        for attempt in range(3):  # (a busy JupyterLab may drop a first click on the menu)
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=120000)
+            try:
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
+                    ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))",
+                    timeout=60000,
+                )
+                break
+            except Exception:
+                dismiss_dialogs(page, dialogs)
+                if attempt == 2:
+                    raise
+        # every code cell has run: each shows its number
+        run_all_done(page, dialogs)
+        page.keyboard.press("Control+s")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            saved = nbformat.read(path, as_version=4)
+            if any(c.get("execution_count") for c in saved.cells if c.cell_type == "code"):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the notebook was not saved after Run All; dialogs: {dialogs}")
+        page.screenshot(path=SHOTS / "6_edition_after_run_all.png")
+    finally:
+        context.close()
+    shut_down_kernels(url)
+    by_id = {c.get("id"): c for c in saved.cells}
+    opened = [i for i in collapsed if not by_id[i].metadata.get("jp-MarkdownHeadingCollapsed")]
+    assert not opened, f"solutions saved open after Run All: {opened}"
+
+    context, page = open_notebook(browser, url, RUN_ALL)
+    try:
+        page.locator(".jp-Notebook .jp-MarkdownCell").first.wait_for(timeout=30000)
+        page.wait_for_timeout(2000)
+        state = page.evaluate(SOLUTION_STATE_JS)
+    finally:
+        context.close()
+    shut_down_kernels(url)
+    solutions = [k for k, c in enumerate(state) if c["heading"].startswith("Solution to Exercise")]
+    assert len(solutions) == len(collapsed), state[-12:]
+    for k in solutions:
+        assert state[k]["collapsed"], f"{state[k]['heading']} reopened unfolded"
+        after = state[k + 1 :]
+        end = next((j for j, c in enumerate(after) if c["heading"]), len(after))
+        assert not any(c["shown"] for c in after[:end]), f"{state[k]['heading']} shows cells"

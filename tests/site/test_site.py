@@ -31,16 +31,21 @@ from tests.site.pages import (
     FIGURES_JS,
     FIT_JS,
     HTML,
+    LABEL_TOKEN,
+    MAX_PAGE_BYTES,
     OPEN_DROPDOWNS_JS,
     OPENED,
     PAGES,
     ROOT,
     SCHEMES,
     SHOTS,
+    book_labels,
     check_figure_text,
     describe_violations,
     figure_text_px,
     images_without_alt,
+    internal_labels,
+    phone_figure_problems,
     raw_tex,
     run_axe,
     small_figure_text,
@@ -465,10 +470,117 @@ def test_colab_button_points_at_this_chapter(loaded, doc):
 
 @pytest.mark.parametrize("doc", PAGES)
 def test_dark_mode(loaded, doc):
+    """A dark page, on which every figure keeps its own colours on white: not dimmed by a
+    filter (which turned chapter 8's grey training-loss line faint), not on a grey panel."""
     page = loaded("book", doc, "dark")
     assert page.theme == "dark"
     luminance = sum(page.background) / (3 * 255)
     assert luminance < 0.3, f"{doc}: dark mode background is light: rgb{tuple(page.background)}"
+    assert not page.dark_figures, f"{doc}: figures dimmed or on a grey panel: {page.dark_figures}"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_page_weight_before_the_reader_does_anything(loaded, doc):
+    """Loaded at 1366x900 and left alone (MathJax started), a page transfers under
+    MAX_PAGE_BYTES (2 MB): explorer frames wait until the explorer is used, pictures until
+    they come near the screen, formulas are typeset as they do. Printed for the README."""
+    page = loaded("book", doc, "light")
+    weight = page.weight
+    largest = ", ".join(
+        f"{name.split('?')[0]} {size / 1e3:.0f} kB" for name, size in weight["largest"][:3]
+    )
+    print(
+        f"{doc}: {weight['bytes'] / 1e6:.2f} MB in {weight['requests']} requests, "
+        f"MathJax started in {page.mathjax_start_s:.1f} s; largest: {largest}"
+    )
+    with open(ROOT / "_build" / "page-weight.txt", "a") as f:  # one line per page and run
+        f.write(f"book {doc}: {weight['bytes']} bytes, {weight['requests']} requests\n")
+    assert weight["requests"] > 5
+    assert weight["bytes"] < MAX_PAGE_BYTES, f"{doc}: {weight['bytes']} bytes: {weight['largest']}"
+    assert not any(
+        "fontawesome.js" in name or "searchindex.js" in name for name, _ in weight["largest"]
+    )
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_ids_are_unique_and_every_proof_ends_with_its_mark(loaded, doc):
+    """No id is used twice on a page (sphinx-proof gave every proof id="proof",
+    sphinx-exercise every body "exercise-content"), solutions open included; every proof
+    ends with the end-of-proof mark ∎."""
+    ids = loaded("book", doc, "light").ids
+    assert not ids["repeated"], f"{doc}: ids used more than once: {ids['repeated']}"
+    unmarked = [p for p in ids["proofs"] if "\u220e" not in p["mark"]]
+    assert not unmarked, f"{doc}: proofs without their end mark: {unmarked}"
+    if doc == "notebooks/09_theory":
+        assert len(ids["proofs"]) >= 5
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_the_sidebar_starts_at_its_top(loaded, doc):
+    """At 1366x900 the sidebar does not scroll itself on load (the theme's scroll cut the
+    book's title on chapters 7 to 9), and the current page's entry is in view there."""
+    sidebar = loaded("book", doc, "light").sidebar
+    if sidebar is None:
+        assert doc == PAGES[0], f"{doc}: no sidebar or no current entry"
+        return
+    assert sidebar["scroll"] == 0, f"{doc}: the sidebar scrolled itself {sidebar['scroll']} px"
+    assert sidebar["entry_in_view"], f"{doc}: the current entry is out of view: {sidebar}"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_every_figure_is_legible_on_a_phone(loaded, doc):
+    """On a 390-wide phone every figure either shows its smallest text at MIN_TEXT_PX (9)
+    CSS pixels or more, or has an "Enlarge" button that the keyboard reaches and that opens
+    it in a modal viewer where its text is that size (then Escape gives the focus back)."""
+    page = loaded("book", doc, "light")
+    problems = phone_figure_problems(page)
+    assert not problems, f"{doc} on a phone:\n" + "\n".join(problems)
+    enlarged = [f for f in page.phone_figures if f.get("viewer")]
+    print(f"{doc}: {len(page.phone_figures)} pictures, {len(enlarged)} open in the viewer")
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_long_formulas_show_they_go_on(loaded, doc):
+    """On a phone, every equation, inline formula or code line that scrolls sideways and is
+    cut at the edge fades out there (a visible cue that it goes on)."""
+    cues = loaded("book", doc, "light").phone_cues
+    assert not cues, f"{doc}: cut on a phone with no cue: {cues}"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_no_internal_label_in_code_outputs_or_messages(loaded, doc):
+    """No code cell, printed output, self-check report or explorer caption shows one of the
+    book's internal labels (eq-..., thm-..., sec-..., fig-..., ex-...): a reader sees
+    "(9.10)" or words."""
+    page = loaded("book", doc, "light")
+    found = internal_labels(page.reader_code, book_labels())
+    assert not found, f"{doc}: internal labels shown:\n" + "\n".join(found[:20])
+
+
+def test_the_label_check_finds_labels_and_nothing_else():
+    """Bare labels of the book are found; longer words, paths, addresses and anchors, and
+    tokens that are no label of the book are not."""
+    labels = book_labels()
+    assert {"thm-softmax-jacobian", "ex-mha-layer"} <= labels, sorted(labels)[:10]
+    shown = [
+        ["output", "see eq-softmax-def and (thm-softmax-jacobian)."],
+        ["code cell", "# as in ex-mha-layer: check"],
+    ]
+    found = internal_labels(shown, labels | {"eq-softmax-def"})
+    assert [f.split(": ")[1] for f in found] == [
+        "eq-softmax-def",
+        "thm-softmax-jacobian",
+        "ex-mha-layer",
+    ]
+    quiet = [
+        [
+            "output",
+            "complex-valued index-1 https://x.org/a/thm-softmax-jacobian.html "
+            "page.html#thm-softmax-jacobian fig-999-not-a-label sec-",
+        ]
+    ]
+    assert not internal_labels(quiet, labels), internal_labels(quiet, labels)
+    assert LABEL_TOKEN.search("ex-mha-layer")
 
 
 @pytest.mark.parametrize("doc", CHAPTERS)

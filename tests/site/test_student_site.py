@@ -22,6 +22,7 @@ import pytest
 from tests.site.pages import (
     CHAPTERS,
     CONFIG,
+    MAX_PAGE_BYTES,
     PAGES,
     PUBLISHED,
     ROOT,
@@ -30,6 +31,7 @@ from tests.site.pages import (
     check_figure_text,
     describe_violations,
     images_without_alt,
+    phone_figure_problems,
     raw_tex,
 )
 from tests.site.test_colab_edition_site import LINK, Ids
@@ -148,3 +150,19 @@ def test_every_figure_text_is_legible_at_1366(loaded, doc):
     """As in the book (test_site.py): every figure's smallest text as shown at 1366 wide,
     from the size and fonts recorded in its PNG, is at least 9 CSS pixels tall."""
     check_figure_text(loaded("student", doc, "light"))
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_weight_ids_and_figures_on_a_phone(loaded, doc):
+    """As in the book (test_site.py): under MAX_PAGE_BYTES before the reader does anything,
+    no id used twice, and on a phone every figure legible or opened legible by its
+    Enlarge button."""
+    page = loaded("student", doc, "light")
+    assert page.weight["bytes"] < MAX_PAGE_BYTES, f"{doc}: {page.weight}"
+    with open(ROOT / "_build" / "page-weight.txt", "a") as f:
+        f.write(
+            f"student {doc}: {page.weight['bytes']} bytes, {page.weight['requests']} requests\n"
+        )
+    assert not page.ids["repeated"], f"{doc}: ids used more than once: {page.ids['repeated']}"
+    problems = phone_figure_problems(page)
+    assert not problems, f"{doc} on a phone:\n" + "\n".join(problems)
