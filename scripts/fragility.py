@@ -287,8 +287,9 @@ def run_perturbed(
 ) -> bool:
     """Strict nbval of `notebooks` once per (seed, NumPy features off) of `runs` in the
     perturbed kernel; True if every run passes."""
+    named = " ".join(notebooks) or "notebooks/*.ipynb"
     notebooks = notebooks or sorted(str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
-    ok = True
+    failed = []
     with tempfile.TemporaryDirectory() as jupyter_path:
         env = dict(os.environ)
         env["JUPYTER_PATH"] = os.pathsep.join(
@@ -302,15 +303,18 @@ def run_perturbed(
                 f"$ {' '.join(command)}\n  (random draws perturbed by {rtol:g}, seed {seed}{off})"
             )
             sys.stdout.flush()
-            ok &= subprocess.run(command, cwd=ROOT, env=env, check=False).returncode == 0
-    if not ok:
+            if subprocess.run(command, cwd=ROOT, env=env, check=False).returncode != 0:
+                failed.append((seed, disable))
+    for seed, disable in failed:
+        off = f' --disable "{disable}"' if disable else ""
         print(
-            "\nAn output above changed when the random draws moved by 1e-13 of themselves: "
-            "its shown digits hang on round-off, so another processor prints other ones. "
-            "Fix it at its source (CONTRIBUTING.md, 'Outputs that do not depend on the "
-            "processor')."
+            f"\nAn output above changed when the random draws moved by {rtol:g} of themselves "
+            f"(seed {seed}{off}): its shown digits hang on round-off, so another processor "
+            "prints other ones. Fix it at its source (CONTRIBUTING.md, 'Outputs that do not "
+            "depend on the processor'). Both values of each output that changed:\n"
+            f"  .venv/bin/python scripts/fragility.py diff --seed {seed}{off} {named}"
         )
-    return ok
+    return not failed
 
 
 # ---------------------------------------------------------------------------
@@ -433,45 +437,57 @@ def _picture_change(a: str, b: str) -> str:
 def run_diff(notebooks: list[str], seed: int | None, disable: str = "") -> int:
     """Execute each notebook (in the perturbed kernel if `seed` is given) and print every
     output that differs from the stored one; return how many cells differ."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    differing = 0
+    before = os.environ.get("JUPYTER_PATH")
     with tempfile.TemporaryDirectory() as jupyter_path:
         kernel_name = "python3"
         if seed is not None:
             kernel_name = kernel_spec_dir(Path(jupyter_path), seed, RTOL, disable)
-            os.environ["JUPYTER_PATH"] = os.pathsep.join(
-                [jupyter_path, *filter(None, [os.environ.get("JUPYTER_PATH")])]
-            )
-        for path in notebooks:
-            stored = nbformat.read(path, as_version=4)
-            nb = nbformat.read(path, as_version=4)
-            with tempfile.TemporaryDirectory() as cwd:
-                NotebookClient(
-                    nb,
-                    timeout=600,
-                    kernel_name=kernel_name,
-                    allow_errors=True,
-                    resources={"metadata": {"path": cwd}},
-                ).execute()
-            code = [c for c in stored.cells if c.cell_type == "code"]
-            now = [c for c in nb.cells if c.cell_type == "code"]
-            for k, (a, b) in enumerate(zip(code, now, strict=True)):
-                if "nbval-ignore-output" in a.metadata.get("tags", []):
-                    continue
-                found = compare_outputs(a.get("outputs", []), b.get("outputs", []))
-                if found:
-                    differing += 1
-                    print(f"{Path(path).name} cell {k}:")
-                    for line in found:
-                        print("  " + line)
-            sys.stdout.flush()
+            os.environ["JUPYTER_PATH"] = os.pathsep.join([jupyter_path, *filter(None, [before])])
+        try:
+            differing = _diff_each(notebooks, kernel_name)
+        finally:  # (run_diff may run inside another program: a test)
+            if before is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = before
     print(f"{differing} cells differ")
     return differing
 
 
+def _diff_each(notebooks: list[str], kernel_name: str) -> int:
+    import nbformat
+    from nbclient import NotebookClient
+
+    differing = 0
+    for path in notebooks:
+        stored = nbformat.read(path, as_version=4)
+        nb = nbformat.read(path, as_version=4)
+        with tempfile.TemporaryDirectory() as cwd:
+            NotebookClient(
+                nb,
+                timeout=600,
+                kernel_name=kernel_name,
+                allow_errors=True,
+                resources={"metadata": {"path": cwd}},
+            ).execute()
+        code = [c for c in stored.cells if c.cell_type == "code"]
+        now = [c for c in nb.cells if c.cell_type == "code"]
+        for k, (a, b) in enumerate(zip(code, now, strict=True)):
+            if "nbval-ignore-output" in a.metadata.get("tags", []):
+                continue
+            found = compare_outputs(a.get("outputs", []), b.get("outputs", []))
+            if found:
+                differing += 1
+                print(f"{Path(path).name} cell {k}:")
+                for line in found:
+                    print("  " + line)
+        sys.stdout.flush()
+    return differing
+
+
 def main(argv: list[str]) -> int:
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")  # as scripts/run_tests.py: two processes, two cores
     if argv[:1] == ["kernel"]:
         kernel(argv[1:])
         return 0

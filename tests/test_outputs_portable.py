@@ -15,10 +15,13 @@ zero eigenvalue printed -0. on one OpenBLAS kernel and 0. on another). Here:
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import io
 import json
+import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +38,7 @@ import fragility  # noqa: E402
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_no_stored_output_prints_a_negative_zero(path):
+def assert_no_negative_zero(path: Path) -> None:
     found = fragility.negative_zeros(path)
     assert not found, (
         "a stored output prints a negative zero, the sign of a round-off, which another "
@@ -44,6 +46,11 @@ def test_no_stored_output_prints_a_negative_zero(path):
         "(np.round(x, 4) + 0.0, or x + 0.0 before formatting; CONTRIBUTING.md, 'Outputs "
         "that do not depend on the processor'):\n" + "\n".join(map(str, found))
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_stored_output_prints_a_negative_zero(path):
+    assert_no_negative_zero(path)
 
 
 def _notebook(*cells: tuple[str, list[dict]]) -> nbformat.NotebookNode:
@@ -100,6 +107,21 @@ def test_the_search_finds_every_negative_zero_and_nothing_else(tmp_path):
     ]
     assert found[0].context == "eigenvalues of Pi: [-0.     0.0609 1.     1.    ]"
     assert "nb.ipynb cell 1 (text/plain): '-0.000'" == str(found[1])
+
+
+def test_the_check_fails_on_a_planted_negative_zero(tmp_path):
+    """Chapter 6's signed zero (issue 33) put back in a tiny notebook: the test above fails
+    on it, naming the cell and the line; the same output printed carefully passes."""
+    source = "print('eigenvalues of Pi:', np.round(np.linalg.eigvalsh(Pi), 4))"
+    careless = "eigenvalues of Pi: [-0.     0.0609 1.     1.    ]\n"
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(_notebook(("import numpy as np", []), (source, [_stream(careless)])), path)
+    with pytest.raises(AssertionError, match="negative zero") as failure:
+        assert_no_negative_zero(path)
+    assert "nb.ipynb cell 1 (stream): eigenvalues of Pi: [-0.     0.0609 1." in str(failure.value)
+    careful = careless.replace("-0.    ", " 0.    ")  # np.round(..., 4) + 0.0
+    nbformat.write(_notebook(("import numpy as np", []), (source, [_stream(careful)])), path)
+    assert_no_negative_zero(path)
 
 
 def _png(shade: int) -> str:
@@ -205,35 +227,151 @@ def test_the_perturbation_is_fixed_by_its_seed_and_survives_copies(plain_rng, mo
     assert np.abs(other_seed / first - 1).max() <= 2.001 * fragility.RTOL  # both moved
 
 
-# A notebook stored with the outputs of a plain kernel: the first cell prints a draw to
-# 17 digits (round-off shows), the second prints what no round-off can move.
-FRAGILE = "import numpy as np\nrng = np.random.default_rng(0)\nprint(f'{rng.random():.17f}')"
-ROBUST = (
-    "import numpy as np\nrng = np.random.default_rng(0)\nx = rng.standard_normal(1000)\n"
-    "print(f'{x.mean():.4f} {np.argsort(x)[:3]} {(x > 0).sum()}')"
-)
+# Outputs planted in a tiny notebook, each written carelessly (its printed digits hang on
+# round-off) and carefully (they do not): (what is computed, careless print, careful print).
+# Every computation starts from its own draws: DATA_SEED is filled in per kind.
+PLANTED = {
+    "the sign of a round-off": (
+        "d = rng.standard_normal(6)\nd = d - d.mean()  # sums to zero in exact arithmetic",
+        "print('sum of the centred draws:', np.round(d.sum(), 3))",
+        "print('sum of the centred draws:', np.round(d.sum(), 3) + 0.0)",
+    ),
+    "a value at a rounding boundary": (
+        "y = rng.standard_normal(10)\ny = y - y.mean() + 0.0125  # its mean is 0.0125",
+        "print(f'mean {y.mean():.3f}')",
+        "print(f'mean {y.mean():.4f}')",
+    ),
+    "a tie broken by round-off": (
+        "a, b, c = rng.standard_normal(3)\ns = np.array([(a + b) + c, a + (b + c)])  # equal",
+        "print('largest score at', s.argmax())",
+        "print('largest score at', np.flatnonzero(s >= s.max() - 1e-9 * np.abs(s).max())[0])",
+    ),
+}
+SETUP = "import numpy as np\n\nrng = np.random.default_rng({data_seed})\n"
 
 
-def test_perturbed_nbval_fails_an_output_that_hangs_on_round_off(tmp_path):
-    rng = np.random.default_rng(0)
-    fragile = _notebook((FRAGILE, [_stream(f"{rng.random():.17f}\n")]))
-    x = np.random.default_rng(0).standard_normal(1000)
-    robust = _notebook((ROBUST, [_stream(f"{x.mean():.4f} {np.argsort(x)[:3]} {(x > 0).sum()}\n")]))
-    for name, nb in (("fragile", fragile), ("robust", robust)):
-        nb.cells[0].execution_count = 1
-        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+def _printed(source: str, namespace: dict) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(source, namespace)
+    return out.getvalue()
+
+
+def _outputs(kind: str, data_seed: int) -> tuple[str, str]:
+    """What the careless and the careful cell of `kind` print, here (the plain kernel, or
+    the perturbed one when it is installed in this process)."""
+    compute, careless, careful = PLANTED[kind]
+    namespace: dict = {}
+    _printed(SETUP.format(data_seed=data_seed) + compute, namespace)
+    return _printed(careless, namespace), _printed(careful, namespace)
+
+
+def test_two_seeds_catch_most_careless_outputs_and_no_careful_one(monkeypatch):
+    """In this process, over 100 draws of each planted computation: the perturbation of one
+    seed changes about half of the careless outputs (the sign of a round-off flips with
+    probability 1/2), the two seeds of the weekly check most of them, and never a careful
+    one. With a perturbation too small to move the round-off, nothing would be caught."""
+    plain_rng = np.random.default_rng
+    plain = {kind: [_outputs(kind, k) for k in range(100)] for kind in PLANTED}
+    changed = {}
+    for seed, _features_off in fragility.RUNS:
+        monkeypatch.setattr(np.random, "default_rng", plain_rng)
+        fragility.install_perturbation(seed)
+        for kind in PLANTED:
+            now = [_outputs(kind, k) for k in range(100)]
+            assert [c for _, c in now] == [c for _, c in plain[kind]], kind  # careful: same
+            changed[kind, seed] = {k for k in range(100) if now[k][0] != plain[kind][k][0]}
+    seeds = [seed for seed, _ in fragility.RUNS]
+    for kind in PLANTED:
+        either = set.union(*(changed[kind, seed] for seed in seeds))
+        share = {seed: len(changed[kind, seed]) for seed in seeds}
+        least = 50 if kind != "a tie broken by round-off" else 25  # a tie needs unequal sums
+        assert len(either) >= least, (kind, share, len(either))
+
+
+def _planted_notebook(monkeypatch) -> tuple[nbformat.NotebookNode, dict[int, tuple[str, str]]]:
+    """The planted notebook stored with this process's (the plain kernel's) outputs, each
+    careless cell with draws that the perturbation of seed 1 changes (whether a given
+    round-off moves is a coin toss: the first such draws are taken). Returns the notebook
+    and, for each careless cell (code cells counted from 0), its stored and perturbed output."""
+    plain_rng = np.random.default_rng
+    nb = _notebook()
+    moved = {}
+    for kind, (compute, careless, careful) in PLANTED.items():
+        for data_seed in range(1000):
+            monkeypatch.setattr(np.random, "default_rng", plain_rng)
+            stored = _outputs(kind, data_seed)
+            fragility.install_perturbation(seed=1)
+            if _outputs(kind, data_seed)[0] != stored[0]:
+                break
+        moved[len(nb.cells)] = (stored[0], _outputs(kind, data_seed)[0])
+        setup = SETUP.format(data_seed=data_seed) + compute + "\n"
+        for source, text in ((setup + careless, stored[0]), (careful, stored[1])):
+            cell = nbformat.v4.new_code_cell(source, execution_count=len(nb.cells) + 1)
+            cell.outputs = [nbformat.from_dict(_stream(text))]
+            nb.cells.append(cell)
+    monkeypatch.setattr(np.random, "default_rng", plain_rng)
+    return nb, moved
+
+
+def test_perturbed_nbval_fails_each_careless_output_and_passes_each_careful_one(
+    tmp_path, monkeypatch, capsys
+):
+    nb, moved = _planted_notebook(monkeypatch)
+    path = tmp_path / "planted.ipynb"
+    nbformat.write(nb, path)
     command = [sys.executable, str(ROOT / "scripts" / "fragility.py"), "perturbed", "-n", "1"]
-    command += ["--seed", "1", str(tmp_path / "fragile.ipynb"), str(tmp_path / "robust.ipynb")]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    summary = [line for line in result.stdout.splitlines() if line.startswith(("FAILED", "="))]
-    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    assert any("fragile.ipynb::Cell 0" in line for line in summary), result.stdout[-3000:]
-    assert not any("robust.ipynb" in line for line in summary if "FAILED" in line)
-    assert "1 failed, 1 passed" in result.stdout, result.stdout[-3000:]
-    assert "hang on round-off" in result.stdout
+    result = subprocess.run(
+        [*command, "--seed", "1", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    report = result.stdout[-4000:] + result.stderr[-2000:]
+    failed = {int(m) for m in re.findall(r"^FAILED .*::Cell (\d+)", result.stdout, re.M)}
+    assert result.returncode == 1 and failed == set(moved), report
+    assert f"{len(moved)} failed, {len(nb.cells) - len(moved)} passed" in result.stdout, report
+    assert "hang on round-off" in result.stdout and "--seed 1" in result.stdout, report
+    # The diff names each careless cell with both of its values, and nothing else.
+    capsys.readouterr()
+    assert fragility.run_diff([str(path)], seed=1) == len(moved)
+    printed = capsys.readouterr().out
+    assert printed.endswith(f"{len(moved)} cells differ\n"), printed
+    for cell, (stored, now) in moved.items():
+        assert f"planted.ipynb cell {cell}:\n  stream stdout, line 1:\n" in printed, printed
+        assert f"    stored: {stored.strip()}\n    now:    {now.strip()}" in printed, printed
 
 
-def test_the_weekly_workflow_runs_the_perturbed_check():
+def test_the_kernels_turn_off_numpys_avx2_and_avx512_paths_by_their_names(tmp_path):
+    """The second run's NumPy feature names are this NumPy's (an unknown name is ignored:
+    NumPy 1's AVX2 would turn nothing off in NumPy 2), and its kernel spec sets them."""
+    disable = dict(fragility.RUNS)[2]
+    name = fragility.kernel_spec_dir(tmp_path, 2, disable=disable)
+    spec = json.loads((tmp_path / "kernels" / name / "kernel.json").read_text())
+    assert spec["env"] == {"NPY_DISABLE_CPU_FEATURES": disable}
+    assert spec["argv"][-4:] == ["--rtol", repr(fragility.RTOL), "-f", "{connection_file}"]
+    probe = (
+        "import json; from numpy._core._multiarray_umath import __cpu_dispatch__, "
+        "__cpu_features__; print(json.dumps([__cpu_dispatch__, __cpu_features__]))"
+    )
+    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": disable}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    dispatch, features = json.loads(out.stdout)
+    for feature in disable.split():
+        assert feature in dispatch and not features[feature], (feature, dispatch)
+
+
+def test_the_check_is_wired_weekly_and_by_make_not_in_make_test():
     workflow = (ROOT / ".github" / "workflows" / "portability.yml").read_text()
     assert "scripts/run_tests.py portable" in workflow and "schedule:" in workflow
-    assert "OPENBLAS_CORETYPE" not in json.dumps(workflow)
+    assert "fragility.py perturbed --seed" in workflow  # and a new seed every week
+    assert "OPENBLAS_CORETYPE" not in workflow  # (some machines set it to avoid crashes)
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\n\t$(PY) scripts/run_tests.py portable $(NB)\n" in makefile
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import run_tests
+
+    assert "portable" in run_tests.STEPS and "portable" not in run_tests.DEFAULT
