@@ -231,6 +231,11 @@ def test_the_perturbation_is_fixed_by_its_seed_and_survives_copies(plain_rng, mo
 # round-off) and carefully (they do not): (what is computed, careless print, careful print).
 # Every computation starts from its own draws: DATA_SEED is filled in per kind.
 PLANTED = {
+    "a float printed whole": (
+        "x = rng.standard_normal(1000)",
+        "print('std of the draws:', x.std())",
+        "print(f'std of the draws: {x.std():.6f}')",  # (a 1e-3 perturbation would move it)
+    ),
     "the sign of a round-off": (
         "d = rng.standard_normal(6)\nd = d - d.mean()  # sums to zero in exact arithmetic",
         "print('sum of the centred draws:', np.round(d.sum(), 3))",
