@@ -31,8 +31,15 @@ Two checks find them here:
     depend on round-off is unchanged; one that does changes (a zero's sign flips with
     probability 1/2 per seed, so the check runs two seeds). One execution of every
     chapter per seed: the weekly workflow (``.github/workflows/portability.yml``) runs
-    it, and after changing a chapter, ``scripts/run_tests.py portable NB=...`` runs it on
-    that chapter.
+    it, and a third time with a seed that changes every week (a fixed seed misses a
+    given fragile output for good with probability about 1/4); after changing a chapter,
+    ``make portable NB=notebooks/NN_x.ipynb`` runs it on that chapter. A failure prints
+    the ``diff`` command that shows both values.
+
+``diff [--seed S] [--disable FEATURES] NB ...``
+    Execute the notebooks (in the perturbed kernel of seed S, or the plain one) and print
+    every output that differs from the stored one, as strict nbval compares them, with
+    both values.
 
 ``kernel --seed S -f CONNECTION_FILE``
     The perturbed kernel itself (what the kernel spec of ``perturbed`` starts).
