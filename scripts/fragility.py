@@ -71,8 +71,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # ---------------------------------------------------------------------------
 
 #: A number that rounded to zero and kept its minus sign ("-0", "-0.", "-0.000",
-#: "-0.0e+00"), not part of a longer number ("-0.06", "1e-05") or of a word ("x-0").
-NEGATIVE_ZERO = re.compile(r"(?<![\w.])-0(?:\.0*)?(?:[eE][+-]?0+)?(?![\w.])")
+#: "-0.0e+00", or with the typographic minus U+2212 that Matplotlib's formatters use),
+#: not part of a longer number ("-0.06", "1e-05") or of a word ("x-0").
+NEGATIVE_ZERO = re.compile(r"(?<![\w.])[-\u2212]0(?:\.0*)?(?:[eE][+-]?0+)?(?![\w.])")
 # What is not printed text in an HTML output: a figure's bytes and markup.
 _DATA_URI = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+")
 _TAG = re.compile(r"<[^>]*>")

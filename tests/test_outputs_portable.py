@@ -85,7 +85,7 @@ def test_the_search_finds_every_negative_zero_and_nothing_else(tmp_path):
         ("print(eigenvalues)", [_stream("eigenvalues of Pi: [-0.     0.0609 1.     1.    ]\n")]),
         ("glue", [_data("text/plain", "'-0.000'", scrapbook={"name": "gap"})]),
         ("explorer", [_data("text/html", explorer)]),
-        ("latex", [_data("text/latex", r"$x = -0$ and $-0.0e+00$")]),
+        ("latex", [_data("text/latex", r"$x = -0$ and $-0.0e+00$" " and \u22120.00")]),
         (
             "robust",
             [
@@ -102,6 +102,7 @@ def test_the_search_finds_every_negative_zero_and_nothing_else(tmp_path):
         (1, "text/plain"),
         (2, "text/html"),
         (2, "text/html"),  # the caption in the frames' data and the one shown
+        (3, "text/latex"),
         (3, "text/latex"),
         (3, "text/latex"),
     ]
