@@ -12,7 +12,7 @@ PY     := $(BIN)/python
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html book/_templates/*/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py scripts/grade.py
 
-.PHONY: help book student pages pdf pdf-check screenshots grade marks gradescope test lint unit checks nbval html browser colab portable workflows linkcheck execute edition clean
+.PHONY: help book student pages pdf pdf-check screenshots grade marks gradescope test test-full lint unit checks nbval html browser colab portable workflows linkcheck execute edition clean
 
 # `make help` lists every target with its line: the `##` comment after the target's name.
 help:  ## list every target with one line each
@@ -122,6 +122,11 @@ gradescope: $(BIN)/.book-installed  ## Gradescope's autograder zip: make gradesc
 #   make colab       every chapter's Colab and student notebooks on Colab's versions
 test: $(BIN)/.test-installed $(BIN)/.pdf-installed node_modules/.installed  ## every test and check (what CI runs), with a summary
 	$(PY) scripts/run_tests.py
+
+# The same, with the tests that `make test` runs on a sample of chapters run on every
+# chapter (tests/conftest.py: FULL); the weekly workflow full.yml runs it.
+test-full: $(BIN)/.test-installed $(BIN)/.pdf-installed node_modules/.installed  ## make test with every chapter graded and run on Colab's versions (weekly)
+	BOOK_TEST_FULL=1 BOOK_TEST_STEP_LIMIT=2400 BOOK_TEST_RUN_LIMIT=7200 $(PY) scripts/run_tests.py
 
 lint: $(BIN)/.lint-installed  ## ruff check, ruff format --check and codespell
 	$(PY) scripts/run_tests.py lint

@@ -44,7 +44,14 @@ check, the check could not run, the kernel was gone or sent back something that 
 answer). A submission whose notebook itself hit a limit or lost its kernel gets one more
 row, exercise "(notebook)", status "error", saying which cell and why; a file that is not
 a notebook gets a row "(not a notebook)". Flags: a duplicate submission of a chapter,
-"unsealed", and a peak memory measured in the submission's process. Values that a
+"unsealed", a peak memory measured in the submission's process, and the book's own code
+as an answer: "calls the book's own helpers.x.y" (the kernel's watch saw the function, or
+code run around the grader's cell, enter the book's implementation of what the check
+grades: the row is "not attempted", or "error" when the request was answered twice),
+"the grader's watch ... was switched off in the kernel" (a row that would pass is an
+"error": read the code) and "near-copy of helpers.x.y" (the function, or one of the
+notebook's it calls, holds most of that helper's source: scripts/grade_copies.py; the
+verdict stands, read the code). Values that a
 spreadsheet would evaluate (starting with = + - @) are written with a leading '.
 Every exercise has a row: one without a self-check (a proof, work by hand) gets status
 "manual" (read the answer), and each function its starting cells define that no check
@@ -109,6 +116,7 @@ DEFAULT_POINTS = {"warm-up": 1, "core": 2, "challenge": 3}
 MAX_OUTPUT = 2_000_000  # characters of output kept per cell; a flood beyond it is dropped
 # One answer of the kernel: its arrays (grade_wire.MAX_ARRAY_BYTES) in base64, and the rest.
 MAX_ANSWER = 4 * grade_wire.MAX_ARRAY_BYTES // 3 + 4 * grade_wire.MAX_NODES * grade_wire.MAX_TEXT
+MAX_ANSWERS = 8  # answers kept per call cell (all but the first as small stubs)
 WATCHDOG_GRACE = 2.0  # seconds a check may run past its time limit in the grader's code
 # Run in the kernel before the submission's cells. Nothing a submission displays is kept
 # (grading reads answers, never outputs), so the kernel formats plain text only: no figure
@@ -122,6 +130,8 @@ UNSEALED = "unsealed"  # graded without isolation (--without-isolation)
 DUPLICATE_FLAG = "duplicate"  # the student submitted this chapter more than once
 OTHER_NAME_FLAG = "the file's name names"  # ... another student than its folder does
 MEMORY_FLAG = "peak memory measured in the submission's process"
+BOOK_CODE_FLAG = "calls the book's own"  # ... helpers.softmax.entropy (not attempted)
+WATCH_OFF_FLAG = "the grader's watch for the book's own code was switched off in the kernel"
 UNSEALED_WARNING = (
     "WARNING: these submissions were NOT sealed off (--without-isolation): their code ran "
     "with your permissions and could read and change your files, other submissions and "
@@ -432,6 +442,8 @@ def grade_notebook(
     from nbclient.exceptions import DeadKernelError
 
     from helpers.checks import run_self_check
+    from helpers.checks.core import IMPLEMENTATIONS
+    from helpers.checks.shortcuts import public_names
 
     class Unresponsive(Exception):
         """The kernel did not stop when interrupted."""
@@ -451,9 +463,10 @@ def grade_notebook(
         def process_message(self, msg, cell, cell_index):
             # Everything the kernel sends counts toward the cell's budget of MAX_OUTPUT
             # characters, errors included; beyond it, outputs are dropped. The grader's
-            # own MIME type is kept only in the grader's call cells, once per call, and
-            # only up to MAX_ANSWER. Nothing is rendered: widget messages and display
-            # updates are ignored.
+            # own MIME type is kept only in the grader's call cells: the first answer
+            # whole (up to MAX_ANSWER), a few more as stubs (grade_wire.answer_stub: a
+            # second answer means the notebook's code answers too). Nothing is rendered:
+            # widget messages and display updates are ignored.
             msg_type = msg.get("msg_type", "")
             content = msg.get("content")
             if msg_type == "status" or not isinstance(content, dict):
@@ -465,9 +478,14 @@ def grade_notebook(
             self.budget[cell_index] = used
             data = content.get("data")
             if isinstance(data, dict) and grade_wire.MIME in data:
-                if self.answers.get(cell_index, True) or size > MAX_ANSWER:
-                    return None  # not a call cell, its answer has come, or too large
-                self.answers[cell_index] = True
+                seen = self.answers.get(cell_index)
+                if seen is None or seen >= MAX_ANSWERS:
+                    return None  # not a call cell, or enough answers have come
+                self.answers[cell_index] = seen + 1
+                if seen or size > MAX_ANSWER:  # another answer, or one too large
+                    stub = grade_wire.answer_stub(data[grade_wire.MIME])
+                    msg = {**msg, "content": {**content, "data": {grade_wire.MIME: stub}}}
+                    content = msg["content"]
             elif used > MAX_OUTPUT:
                 return None
             if content.get("transient"):  # no display ids: nothing is updated later
@@ -567,6 +585,24 @@ def grade_notebook(
                     events.append(f"{name} ran out of memory (MemoryError at {limit_text})")
                 cell.outputs = []  # graded from here on: the outputs are not needed
 
+            # The watch for calls into the book's own implementations of what the checks
+            # grade (grade_wire's module docstring), armed before the first check.
+            keys = grade_wire.watch_keys(
+                [name for _, check, _ in items for name in IMPLEMENTATIONS.get(check, ())]
+            )
+            if keys and not gone:
+                arm = nbformat.v4.new_code_cell(grade_wire.arm_source(keys))
+                nb.cells.append(arm)
+                problem = run(arm, len(nb.cells) - 1, cell_timeout)
+                nb.cells.pop()
+                if problem:
+                    gone = (
+                        "the kernel did not stop when interrupted"
+                        if problem == "unresponsive"
+                        else f"the kernel died ({_death(client, limit_text)})"
+                    ) + " while the grader prepared the checks"
+                    events.append(gone)
+
             current = {"function": ""}
 
             def run_call(source: str, timeout: float) -> dict:
@@ -575,7 +611,7 @@ def grade_notebook(
                 cell = nbformat.v4.new_code_cell(source)
                 nb.cells.append(cell)
                 index = len(nb.cells) - 1
-                client.answers[index] = False
+                client.answers[index] = 0
                 try:
                     problem = run(cell, index, timeout)
                     if problem:
@@ -599,7 +635,7 @@ def grade_notebook(
                             "problem": f"memory limit: the answer of {function} did not fit "
                             f"in {limit_text}"
                         }
-                    return {"answers": answers[:1]}
+                    return {"answers": answers}
                 finally:
                     nb.cells.pop()
                     client.budget.pop(index, None)
@@ -616,6 +652,7 @@ def grade_notebook(
                 remote.deadline = time.monotonic() + cell_timeout
                 remote.measured_memory = False
                 remote.overdue = ""
+                remote.start_check(tuple(n for n in IMPLEMENTATIONS.get(check, ()) if n in keys))
                 try:
                     with _watchdog(
                         remote,
@@ -635,6 +672,7 @@ def grade_notebook(
                         events.append(gone)
                     stopped = isinstance(err, grade_wire.SubmissionStopped)
                     result.update(status=FAILED if stopped else ERROR, message=str(err))
+                    result.update(_book_code(remote, function, public_names, result))
                     continue
                 result["memory"] = remote.measured_memory
                 report = verdict.report
@@ -646,7 +684,34 @@ def grade_notebook(
                     )
                 else:
                     result.update(status=verdict.status, message=verdict.message)
+                result.update(_book_code(remote, function, public_names, result))
     return {"events": events, "results": results}
+
+
+def _book_code(remote, function: str, public_names, result: dict) -> dict:
+    """The flags (and, for a row that would pass, the verdict) of what the kernel's watch
+    reported during one check: the book's own implementation of what the check grades
+    was entered (not attempted, as the self-check says in Colab), or the watch was found
+    switched off (an error: what the function called cannot be known)."""
+    flags, update = [], {}
+    if remote.book_calls:
+        called = ", ".join(public_names(remote.book_calls))
+        flags.append(f"{BOOK_CODE_FLAG} {called}")
+        if result.get("status") == PASSED:
+            update = {
+                "status": NOT_ATTEMPTED,
+                "message": f"not attempted: {function} calls {called}, the book's own "
+                "version: the exercise asks the student to write it",
+            }
+    if remote.watched and remote.watch_off:
+        flags.append(WATCH_OFF_FLAG)
+        if result.get("status") == PASSED and not update:
+            update = {
+                "status": ERROR,
+                "message": f"the notebook's code switched off the grader's watch for calls "
+                f"of the book's own code while {function} ran: read its code",
+            }
+    return {**update, "flags": flags}
 
 
 def _too_deep(source: str) -> bool:
@@ -745,8 +810,63 @@ def worker_main(args: argparse.Namespace) -> int:
         memory_mb=args.memory_mb,
         sealed=args.sealed,
     )
+    try:  # a flag for the instructor: never a reason to lose the verdicts
+        copies = copy_flags(read_notebook(Path(args.worker)), args.chapter or "", items)
+    except Exception:
+        copies = [[] for _ in items]
+    for result, flags in zip(outcome["results"], copies, strict=False):
+        result["flags"] = [*result.get("flags", []), *flags]
     Path(args.result).write_text(json.dumps(outcome))
     return 0
+
+
+def notebook_functions(nb) -> dict[str, list[ast.AST]]:
+    """Every function (and lambda bound to a name) the code cells of ``nb`` define, by
+    name, read cell by cell (a cell that does not parse, a magic say, is skipped)."""
+    import grade_copies
+
+    found: dict[str, list[ast.AST]] = {}
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            for name, nodes in grade_copies.functions_in(cell_source(cell)).items():
+                found.setdefault(name, []).extend(nodes)
+    return found
+
+
+def copy_flags(nb, stem: str, items: list[tuple[str, str, str]]) -> list[list[str]]:
+    """For each graded item, the flag of a near-copy of the book's own code
+    (scripts/grade_copies.py): the function graded, or a function of the notebook it calls
+    (by name, however deep), whose source holds most of the source of a helper that
+    computes what the check grades. Functions the chapter's student notebook itself
+    defines, unchanged, are the book's to give, not the student's: left out."""
+    import grade_copies
+
+    from helpers.checks.core import IMPLEMENTATIONS
+
+    functions = notebook_functions(nb)
+    given = STUDENT_EDITION / f"{stem}.ipynb"
+    book = notebook_functions(read_notebook(given)) if stem and given.exists() else {}
+    shapes = {ast.dump(node) for nodes in book.values() for node in nodes}
+    own = {
+        name: [n for n in nodes if ast.dump(n) not in shapes] for name, nodes in functions.items()
+    }
+    flags = []
+    for _, check, function in items:
+        reached, queue = set(), [function]
+        while queue:  # the function, and the notebook's functions it calls, by name
+            name = queue.pop()
+            if name in reached or name not in own:
+                continue
+            reached.add(name)
+            for node in own[name]:
+                for call in ast.walk(node):
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                        queue.append(call.func.id)
+        candidates = [(name, node) for name in sorted(reached) for node in own[name]]
+        matches = grade_copies.near_copies(candidates, IMPLEMENTATIONS.get(check, ()))
+        flags.append([matches[0].flag()] if matches else [])
+    return flags
 
 
 # ---------------------------------------------------------------------------
@@ -934,6 +1054,8 @@ def _grade_submission(submission: Submission, root: Path, chapters, limits, seal
             str(submission.path.resolve()),
             "--items",
             json.dumps(items),
+            "--chapter",
+            submission.chapter or "",
             "--result",
             str(result),
             "--cell-timeout",
@@ -979,7 +1101,11 @@ def _grade_submission(submission: Submission, root: Path, chapters, limits, seal
     submission.rows = [
         {**base, "exercise": r["label"], "check": r["check"], "function": r["function"]}
         | {"status": r["status"], "message": r["message"]}
-        | {"flags": _join_flags(base["flags"], MEMORY_FLAG if r.get("memory") else "")}
+        | {
+            "flags": _join_flags(
+                base["flags"], MEMORY_FLAG if r.get("memory") else "", *r.get("flags", [])
+            )
+        }
         for r in outcome["results"]
     ]
     submission.rows = in_book_order(
@@ -1216,6 +1342,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--items", help=argparse.SUPPRESS)
+    parser.add_argument("--chapter", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("--sealed", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -16,6 +16,22 @@ What comes back is untrusted: a JSON object of bounded size and depth whose arra
 numbers, booleans, strings and dates. Anything else is an error, never a pass. What the
 kernel reports about itself (an input changed in place, the peak memory, the warnings,
 the exception's type) is the one part of a verdict the submission could misreport.
+
+The book's own code. An exercise asks for a quantity that a function of ``helpers``
+already computes (``helpers.checks.core.IMPLEMENTATIONS``); calling it is not an answer.
+Before the checks run, the grader arms a watch in the kernel (:func:`arm_source`): a
+profiler function that notes every entry into the code of those helpers, recognised by
+the file, first line and name of their code (so an alias, ``getattr``, a wrapper, code
+decoded from base64, a re-bound module attribute or an IPython hook that runs before the
+grader's cell are all seen), from then on until the kernel ends. Each call cell sends back
+what was entered since the previous one, and whether the watch was still in place
+(``watch`` in the answer); the stand-in records those names in the check's own watch
+(``helpers.checks.shortcuts.record``), so the check reports the function as calling the
+book's implementation, and notes them for the grader's row. A call cell answered more than
+once (the notebook's own code answering the grader's request) is an error. All of this is
+what the kernel says about itself: code in the kernel can switch the watch off or forge
+the whole answer, which the grader then sees only as a watch not in place, or a second
+answer (see book/instructors.md).
 """
 
 from __future__ import annotations
@@ -342,6 +358,20 @@ def __grade_call__(request_path, MIME):
         walk([args, kwargs], [])
         raised = None
         peak = None
+        watcher, called, intact = None, None, False
+        if request.get("watch"):
+            import sys, threading
+
+            try:  # the watch armed before grading (arm_source), as the kernel holds it
+                watcher, called = ns["__grade_watch__"]
+                intact = sys.getprofile() is watcher and threading.getprofile() is watcher
+                earlier = sorted(str(x) for x in called)
+                called.clear()
+                if not intact:  # switched off: on again for this call, and reported
+                    sys.setprofile(watcher)
+                    threading.setprofile(watcher)
+            except Exception:
+                watcher, earlier = None, []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             with np.errstate(**request["errstate"]):
@@ -358,6 +388,15 @@ def __grade_call__(request_path, MIME):
                 if request.get("trace"):
                     peak = tracemalloc.get_traced_memory()[1] - start
                     tracemalloc.stop()
+        if request.get("watch"):
+            try:
+                intact = intact and sys.getprofile() is watcher
+                intact = intact and threading.getprofile() is watcher
+                during = sorted(str(x) for x in called)
+                called.clear()
+            except Exception:
+                intact, during = False, []
+            answer["watch"] = {"called": sorted(set(earlier) | set(during))[:50], "intact": intact}
         runtime = [w for w in caught if issubclass(w.category, RuntimeWarning)]
         answer["warnings"] = [str(w.message)[:500] for w in runtime][:20]
         answer["raised"] = raised
@@ -375,6 +414,71 @@ def __grade_call__(request_path, MIME):
         answer["changed"] = changed
     publish_display_data({MIME: answer})
 """
+
+
+# The watch for the book's own code (see the module docstring): armed once, after the
+# notebook's cells and before the first check, in the kernel's main thread and in the
+# threads started from then on. ``keys``: dotted name -> [file, first line, name] of its code.
+ARM_CODE = r"""
+def __grade_arm__(keys):
+    import sys, threading
+
+    by_line = {}
+    for name, (filename, first, codename) in keys.items():
+        by_line.setdefault(first, []).append((filename, codename, name))
+    called = set()
+
+    def __grade_watcher__(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            found = by_line.get(code.co_firstlineno)
+            if found is not None:
+                for filename, codename, name in found:
+                    if code.co_name == codename and code.co_filename == filename:
+                        called.add(name)
+
+    globals()["__grade_watch__"] = (__grade_watcher__, called)
+    sys.setprofile(__grade_watcher__)
+    threading.setprofile(__grade_watcher__)
+"""
+
+
+def watch_keys(names: list[str]) -> dict[str, list]:
+    """Dotted name -> [file, first line, name] of the code of each helper ``names`` lists
+    (a decorated function unwrapped); a name that resolves to no Python function is left
+    out."""
+    from helpers.checks.shortcuts import code_of
+
+    keys = {}
+    for name in dict.fromkeys(names):
+        try:
+            code = code_of(name)
+        except (ImportError, AttributeError, TypeError):
+            continue
+        keys[name] = [code.co_filename, code.co_firstlineno, code.co_name]
+    return keys
+
+
+def arm_source(keys: dict[str, list]) -> str:
+    """The cell that arms the watch in the kernel (see the module docstring)."""
+    data = json.dumps(keys)
+    return f"{ARM_CODE}\n__grade_arm__(__import__('json').loads({data!r}))\ndel __grade_arm__\n"
+
+
+def answer_stub(data: object) -> dict:
+    """What is kept of a second (third, ...) answer to one call cell: its id and its watch
+    report, if they are small (the first answer is kept whole)."""
+    stub: dict = {"stub": True}
+    if isinstance(data, dict):
+        if isinstance(data.get("id"), str) and len(data["id"]) <= 100:
+            stub["id"] = data["id"]
+        watch = data.get("watch")
+        try:
+            if isinstance(watch, dict) and len(json.dumps(watch, default=str)) <= 20_000:
+                stub["watch"] = watch
+        except (ValueError, TypeError, RecursionError):
+            pass
+    return stub
 
 
 def call_source(request_path: str) -> str:
@@ -417,6 +521,34 @@ class Remote:
         # the grader's own code; during a call to the kernel it only leaves a note here.
         self.in_call = False
         self.overdue = ""
+        # The book's implementations of what the current check grades (dotted names, armed
+        # in the kernel), and what the kernel reported about them during this check.
+        self.watched: tuple[str, ...] = ()
+        self.book_calls: list[str] = []
+        self.watch_off = False
+
+    def start_check(self, watched: tuple[str, ...]) -> None:
+        """Before each check: what to watch, and nothing reported yet."""
+        self.watched = tuple(watched)
+        self.book_calls = []
+        self.watch_off = False
+
+    def _note_watch(self, answer: dict, alone: bool) -> None:
+        """Take an answer's watch report: the book's implementations entered (recorded in
+        the check's own watch too, as if entered here), and, when it is the only answer,
+        whether the watch was on."""
+        watch = answer.get("watch")
+        if alone and (not isinstance(watch, dict) or watch.get("intact") is not True):
+            self.watch_off = True
+        called = watch.get("called") if isinstance(watch, dict) else None
+        if not isinstance(called, list):
+            return
+        names = [n for n in called[:50] if isinstance(n, str) and n in self.watched]
+        self.book_calls += [n for n in dict.fromkeys(names) if n not in self.book_calls]
+        if names:
+            from helpers.checks.shortcuts import record
+
+            record(names)
 
     def ask(self, request: dict, timeout: float) -> dict:
         self.count += 1
@@ -432,11 +564,21 @@ class Remote:
         if outcome.get("problem"):
             raise GradingAborted(outcome["problem"])
         answers = [a for a in outcome["answers"] if isinstance(a, dict)]
-        answer = next((a for a in answers if a.get("id") == request["id"]), None)
+        mine = [a for a in answers if a.get("id") == request["id"]]
+        if request.get("watch"):
+            for answer in mine:
+                self._note_watch(answer, alone=len(mine) == 1)
+        answer = next((a for a in mine if not a.get("stub")), None)
         if answer is None:
             raise GradingAborted(
                 "the notebook's kernel sent back no answer (its code may have replaced what "
                 "the grader runs there)"
+            )
+        if len(mine) > 1:  # the grader's cell answers once: the rest is the notebook's
+            raise GradingAborted(
+                f"{len(mine)} answers came back to one request for {request['name']}: code "
+                "of the notebook (an IPython hook, say) answers the grader's requests itself, "
+                "so none can be trusted; read the notebook's code"
             )
         return answer
 
@@ -465,6 +607,7 @@ class RemoteFunction:
             "kwargs": encode(kwargs),
             "errstate": dict(np.geterr()),  # the check's, as the function would run under
             "trace": tracing,
+            "watch": bool(remote.watched),
         }
         timeout = min(self._timeout, remote.deadline - _now())
         if timeout <= 0:

@@ -61,6 +61,7 @@ SOURCES = (
     "scripts/grade_sandbox.py",
     "scripts/grade_wire.py",
     "scripts/grade_seccomp.py",
+    "scripts/grade_copies.py",
     "scripts/gradescope.py",
     "book/exercises.yml",
     "requirements.txt",

@@ -24,11 +24,13 @@ runs them one after the other instead (each step's time on its own).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -59,11 +61,44 @@ def say(*args: object) -> None:
     print(*args, file=out(), flush=True)
 
 
+# A command that runs longer than this is stopped (with everything it started) and fails,
+# so that a step that hangs costs its own time and the run still ends with its summary
+# well inside CI's limit (`make test` takes about ten minutes in all): at most
+# COMMAND_LIMIT seconds each, and none past RUN_LIMIT seconds from the start of the run.
+# The environment variables BOOK_TEST_STEP_LIMIT and BOOK_TEST_RUN_LIMIT override them
+# (make test-full doubles both).
+COMMAND_LIMIT = float(os.environ.get("BOOK_TEST_STEP_LIMIT", "1200"))
+RUN_LIMIT = float(os.environ.get("BOOK_TEST_RUN_LIMIT", "3600"))
+STARTED = time.monotonic()
+
+
 def sh(*args: str | Path) -> bool:
     say("$", " ".join(str(a) for a in args))
     stream = out()
     redirect = {} if stream is sys.stdout else {"stdout": stream, "stderr": subprocess.STDOUT}
-    return subprocess.run([str(a) for a in args], cwd=ROOT, check=False, **redirect).returncode == 0
+    # a session of its own, so that a command stopped at the limit takes its children
+    # (pytest-xdist's workers, kernels, Chromium) with it
+    process = subprocess.Popen([str(a) for a in args], cwd=ROOT, start_new_session=True, **redirect)
+    limit = max(60.0, min(COMMAND_LIMIT, RUN_LIMIT - (time.monotonic() - STARTED)))
+    try:
+        return process.wait(timeout=limit) == 0
+    except subprocess.TimeoutExpired:
+        stop(process)
+        say(
+            f"STOPPED after {limit:.0f} s (at most {COMMAND_LIMIT:.0f} s a command, "
+            f"{RUN_LIMIT:.0f} s for the run): {args[0]} ..."
+        )
+        return False
+    except KeyboardInterrupt:  # Ctrl-C stops the command's session too
+        stop(process)
+        raise
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Kill a command started in a session of its own, with everything in its session."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def ensure_bubblewrap() -> None:

@@ -125,3 +125,16 @@ def test_the_helpers_are_unchanged_by_the_checks():
     before = helpers.softmax
     checks.check_softmax(raises)
     assert helpers.softmax is before
+
+
+def test_every_check_an_exercise_uses_is_scanned():
+    """The checks whose hints may quote a formula (NOT_SCANNED) are used by no exercise."""
+    import yaml
+
+    used = set()
+    for chapter in yaml.safe_load((ROOT / "book" / "exercises.yml").read_text())["chapters"]:
+        for exercise in chapter["exercises"]:
+            for entry in exercise.get("checks") or []:
+                used.add(entry["check"] if isinstance(entry, dict) else str(entry))
+    assert used, "no check found in book/exercises.yml"
+    assert not used & NOT_SCANNED, sorted(used & NOT_SCANNED)

@@ -369,7 +369,7 @@ def convert_by_reshape(W, num_heads):
 
 
 CONVERSION_CASES = [
-    "one head, d_head = 8",
+    "one head, d_k = 8",
     "two heads of width 6",
     "three heads of width 8",
     "W of shape (10, 12): two heads of width 6",
@@ -426,7 +426,7 @@ def test_typical_conversion_slips_are_named(fn, cases, problems):
     problems_by_case = failed(report)
     assert sorted(problems_by_case) == sorted(cases)
     for name in cases:
-        if name == "one head, d_head = 8" and "whole width" in problems:
+        if name == "one head, d_k = 8" and "whole width" in problems:
             continue  # one head: whole width = per head; only the inverse shows
         for problem in problems:
             assert problem in problems_by_case[name]
@@ -437,7 +437,7 @@ def test_typical_conversion_slips_are_named(fn, cases, problems):
 # ---------------------------------------------------------------------------
 
 INVERSE_CASES = [
-    "one head, d_head = 8",
+    "one head, d_k = 8",
     "two heads of width 6",
     "three heads of width 8",
     "W of shape (10, 24): two heads of width 12",
@@ -509,7 +509,7 @@ def test_typical_inverse_slips_are_named(fn, cases, problems):
     assert sorted(problems_by_case) == sorted(cases)
     for name in cases:
         for problem in problems:
-            if name == "one head, d_head = 8" and problem == "whole width":
+            if name == "one head, d_k = 8" and problem == "whole width":
                 continue  # one head: whole width = per head
             assert problem in problems_by_case[name]
 

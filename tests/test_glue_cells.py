@@ -17,6 +17,7 @@ tests/site/test_glue_site.py counts the same on the built site's pages.
 from __future__ import annotations
 
 import copy
+import re
 import sys
 
 import nbformat
@@ -85,6 +86,20 @@ def test_every_hidden_cell_that_glues_is_a_glue_cell(chapter):
         problems = glue_cell_problems(cell)
         assert not problems, f"{chapter.name}, cell {cell.get('id')}: " + "; ".join(problems)
     assert glue_cells, f"{chapter.name} has no glue cell: where are its numbers glued?"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_glue_is_imported_in_the_first_glue_cell_and_no_visible_cell(chapter):
+    """Glue is hidden bookkeeping: the chapter's first glue cell imports it, and no cell a
+    reader sees does (the first code cell imports what the chapter computes with)."""
+    cells = [c for c in read(chapter).cells if c.cell_type == "code"]
+    importing = re.compile(r"^\s*from helpers(\.glue)? import .*\bglue\b", re.M)
+    seen = [k for k, c in enumerate(cells) if is_visible(c) and importing.search(c.source)]
+    assert not seen, f"{chapter.name}: visible code cells {seen} import glue"
+    first = next(c for c in cells if GLUE_LINE.search(c.source))
+    assert not is_visible(first) and importing.search(first.source), (
+        f"{chapter.name}: the first cell that glues must be a glue cell that imports glue"
+    )
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)

@@ -15,6 +15,7 @@ test here is skipped, with the reason printed.
 
 from __future__ import annotations
 
+import base64
 import csv
 import ctypes
 import os
@@ -33,6 +34,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.test_grade import RIGHT, SETUP, chapter_one, notebook
+from tests.test_grade_copies import COPIED_JACOBIAN
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import grade
@@ -156,6 +158,75 @@ for _ in range(50):
 """
 DEEP = "x = 1\ny = x" + ".a" * 3000 + "\nz = 1" + " + 1" * 3000
 
+# 4. The book's own code as an answer, three ways that a reader of the code does not see.
+# (a) An IPython hook answers the grader's requests for my_softmax from helpers.softmax,
+# before the grader's own cell runs; the visible my_softmax returns zeros.
+HOOK = """
+import base64, io, json, re
+from IPython.display import publish_display_data
+
+def _load(node):
+    if node["t"] in ("array", "scalar"):
+        a = np.load(io.BytesIO(base64.b64decode(node["npy"])), allow_pickle=False)
+        return a[()] if node["t"] == "scalar" else a
+    return float(node["v"]) if node["t"] in ("int", "float") else node.get("v")
+
+def _answer_for_me(info):
+    found = re.search(r"__grade_call__\\('([^']+)', '([^']+)'\\)", info.raw_cell or "")
+    if not found:
+        return
+    request = json.load(open(found.group(1)))
+    if request.get("probe") or request["name"] != "my_softmax":
+        return
+    args = [_load(a) for a in request["args"]["items"]]
+    args += [_load(v) for _, v in request["kwargs"]["items"]]
+    z, tau = np.asarray(args[0], dtype=float), (args[1:] or [1.0])[0]
+    finite = np.isfinite(z.max(axis=-1, keepdims=True))  # a fully masked row: zeros
+    if tau == 0:
+        top = (z == z.max(axis=-1, keepdims=True)) & finite
+        p = top / np.maximum(top.sum(axis=-1, keepdims=True), 1)
+    else:
+        p = helpers.softmax(np.where(finite, z, 0.0), temperature=tau) * finite
+    buffer = io.BytesIO()
+    np.save(buffer, p, allow_pickle=False)
+    result = {"t": "array", "npy": base64.b64encode(buffer.getvalue()).decode()}
+    answer = {"id": request["id"], "raised": None, "warnings": [], "changed": []}
+    publish_display_data({found.group(2): {**answer, "peak": None, "result": result}})
+
+get_ipython().events.register("pre_run_cell", _answer_for_me)
+
+def my_softmax(z, tau=1.0):
+    return np.zeros(np.shape(z))
+"""
+# (b) helpers reached without its name in the code.
+GETATTR = """
+import sys
+my_entropy = lambda p: getattr(sys.modules["help" + "ers"], "ent" + "ropy")(p)
+"""
+# (c) A collapsed Colab form cell that, only on a machine called "grading" (the sandbox's
+# host name), runs base64 that rebinds my_softmax_jacobian to the book's.
+PAYLOAD = base64.b64encode(
+    b"my_softmax_jacobian = lambda z: __import__('helpers').softmax_jacobian(z)"
+).decode()
+FORM = f"""
+#@title Setup (run me) {{ display-mode: "form" }}
+import base64, socket
+if socket.gethostname() == "grading":
+    exec(base64.b64decode("{PAYLOAD}"))
+"""
+# (d) The watch switched off inside the function, before the book's code is called.
+UNWATCHED_ENTROPY = """
+import sys, threading
+def my_entropy(p):
+    sys.setprofile(None)
+    threading.setprofile(None)
+    return helpers.entropy(p)
+"""
+VISIBLE_JACOBIAN = """
+def my_softmax_jacobian(z):
+    return np.zeros((len(z), len(z)))
+"""
+
 
 def the_class(folder: Path) -> None:
     values = {"keyctl": SYSCALLS.get("keyctl", -1), "add_key": SYSCALLS.get("add_key", -1)}
@@ -170,11 +241,24 @@ def the_class(folder: Path) -> None:
         guarded("my_entropy", "CPU"),
         INTERRUPTING_SOFTMAX,
     )
+    shortcuts = chapter_one(
+        HOOK,
+        VISIBLE_JACOBIAN,
+        FORM,
+        GETATTR,
+        my_softmax="",
+        my_softmax_jacobian="",
+        my_entropy="",
+    )
+    shortcuts.cells[3].metadata["cellView"] = "form"  # collapsed in Colab
     write = {
         "a_sealed_01_softmax.ipynb": sealed,
         "bob_01_softmax.ipynb": chapter_one(),  # honest, graded beside the attacks
-        "huge_01_softmax.ipynb": chapter_one(my_softmax=HUGE_SOFTMAX),
-        "flood_01_softmax.ipynb": chapter_one(FLOOD % values),
+        "shortcut_01_softmax.ipynb": shortcuts,
+        # (its my_entropy switches the grader's watch off: see test_a_watch_switched_off...)
+        "huge_01_softmax.ipynb": chapter_one(my_softmax=HUGE_SOFTMAX, my_entropy=UNWATCHED_ENTROPY),
+        # (its Jacobian is a near-copy of the book's: a passing row, flagged)
+        "flood_01_softmax.ipynb": chapter_one(FLOOD % values, my_softmax_jacobian=COPIED_JACOBIAN),
         # 1. files that stopped the whole run
         "deep_01_softmax.ipynb": chapter_one(DEEP),
         "..dots_01_softmax.ipynb": chapter_one(),
@@ -328,6 +412,7 @@ def test_a_huge_answer_is_stopped_by_the_time_limit_and_the_rest_graded(graded):
     by_student, *_ = graded
     rows = {r["function"]: r for r in by_student["huge"] if r["check"]}
     huge = rows.pop("my_softmax")
+    rows.pop("my_entropy")  # (the watch switched off)
     if huge["status"] != "failed":  # (failed: the check formats only what it shows)
         assert huge["message"].startswith(
             "time limit: check_softmax_temperature did not finish with my_softmax within 20 s"
@@ -368,6 +453,57 @@ def test_the_folder_names_the_student_and_an_impostor_is_flagged(graded):
     trudy = by_student["trudy"]
     assert {r["flags"] for r in trudy} == {"the file's name names bob"}
     assert "trudy/bob_01_softmax.ipynb: graded as trudy" in printed
+
+
+def test_the_books_own_code_is_flagged_however_it_is_reached(graded):
+    """An IPython hook answering the grader from helpers.softmax, getattr with "help" + "ers",
+    base64 run only on a host called "grading": each passed, unflagged, before the kernel
+    watched for the book's code."""
+    by_student, *_ = graded
+    rows = {r["function"]: r for r in by_student["shortcut"] if r["check"]}
+    shortcuts = {
+        "my_softmax": "helpers.softmax.softmax",  # the hook
+        "my_entropy": "helpers.softmax.entropy",  # getattr
+        "my_softmax_jacobian": "helpers.softmax.softmax_jacobian",  # the form cell
+    }
+    for function, helper in shortcuts.items():
+        row = rows[function]
+        assert row["status"] != "passed", row
+        assert f"calls the book's own {helper}" in row["flags"].split("; "), row
+    for function in ("my_entropy", "my_softmax_jacobian"):
+        assert rows[function]["status"] == "not attempted", rows[function]
+        assert f"calls {shortcuts[function]}" in rows[function]["message"]
+    hook = rows["my_softmax"]  # its answers came twice: the hook's, then the grader's cell's
+    assert hook["status"] == "error" and "answers came back to one request" in hook["message"]
+    honest = rows["my_log_softmax_backward"]
+    assert honest["status"] == "passed" and not honest["flags"], honest
+
+
+def test_a_watch_switched_off_by_the_function_is_noticed_and_the_row_does_not_pass(graded):
+    """The function switches the kernel's watch off, then calls helpers.entropy unseen."""
+    by_student, *_ = graded
+    (row,) = [r for r in by_student["huge"] if r["function"] == "my_entropy" and r["check"]]
+    assert row["status"] == "error", row
+    assert row["message"] == (
+        "the notebook's code switched off the grader's watch for calls of the book's own "
+        "code while my_entropy ran: read its code"
+    )
+    assert (
+        row["flags"] == "the grader's watch for the book's own code was switched off in the kernel"
+    )
+
+
+def test_a_near_copy_of_the_books_code_passes_and_is_flagged(graded):
+    by_student, *_ = graded
+    rows = {r["function"]: r for r in by_student["flood"] if r["check"]}
+    copied = rows.pop("my_softmax_jacobian")
+    assert copied["status"] == "passed"
+    assert re.fullmatch(
+        r"near-copy of helpers\.softmax\.softmax_jacobian: my_softmax_jacobian has \d+% of "
+        r"its code",
+        copied["flags"],
+    ), copied
+    assert {r["flags"] for r in rows.values()} == {""}
 
 
 def test_without_helpers_installed_the_command_refuses_and_says_how_to_install(tmp_path):

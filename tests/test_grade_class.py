@@ -1,8 +1,9 @@
-"""A class of 10 generated submissions of chapter 1 (right, wrong, blank, partly written,
-slips) taken through the whole path of issue 37: `make grade`'s command, its CSV (every
-part of every exercise, written ones included, with points), the marking sheet in a
-browser (answers rendered, maths typeset offline, points entered and saved), the merge of
-those marks (scripts/gradebook.py), and the Canvas and Moodle grade books.
+"""A class of generated submissions of chapter 1 (right, wrong, blank, partly written,
+slips: 30 under `make test-full`, 10 in `make test`) taken through the whole path of
+issue 37: `make grade`'s command, its CSV (every part of every exercise, written ones
+included, with points), the marking sheet in a browser (answers rendered, maths typeset
+offline, points entered and saved), the merge of those marks (scripts/gradebook.py), and
+the Canvas and Moodle grade books.
 
 The class is graded once per session (a module fixture) and every test reads it.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import FULL, ROOT
 from tests.test_grade import RIGHT, UNSEALED, WRONG_SOFTMAX
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -62,16 +63,16 @@ def my_entropy(p):
 """
 KINDS = (
     # (how many, name, functions written (None: all right), written answers, replaced)
-    (2, "right", None, list(ANSWER), {}),
-    (2, "wrong", None, list(ANSWER)[:3], {"my_softmax": WRONG_SOFTMAX}),
-    (2, "blank", [], [], {}),
-    (2, "partly", ["my_softmax_jacobian", "my_softmax"], list(ANSWER)[:2], {}),
-    (2, "slip", None, list(ANSWER)[3:], {"my_entropy": SLIP_ENTROPY}),
+    (8 if FULL else 2, "right", None, list(ANSWER), {}),
+    (6 if FULL else 2, "wrong", None, list(ANSWER)[:3], {"my_softmax": WRONG_SOFTMAX}),
+    (6 if FULL else 2, "blank", [], [], {}),
+    (6 if FULL else 2, "partly", ["my_softmax_jacobian", "my_softmax"], list(ANSWER)[:2], {}),
+    (4 if FULL else 2, "slip", None, list(ANSWER)[3:], {"my_entropy": SLIP_ENTROPY}),
 )
 
-# Two students of each kind, one writing in the starting cells and one below them (each
-# submission costs a sealed kernel's start, about 7 s of CPU: the class stays small so that
-# `make test` keeps to its ten minutes).
+# `make test-full` grades a class of 30; `make test` two students of each kind, one
+# writing in the starting cells and one below them (each submission costs a sealed
+# kernel's start, about 7 s of CPU: `make test` keeps to its ten minutes).
 CLASS_SIZE = sum(count for count, *_ in KINDS)
 
 
@@ -126,7 +127,7 @@ def write_class(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("class10")
+    tmp = tmp_path_factory.mktemp("class")
     folder = tmp / "submissions"
     folder.mkdir()
     kinds = write_class(folder)

@@ -132,3 +132,10 @@ def test_no_notebook_submitted_is_a_score_of_zero_that_says_why(tmp_path):
     valid(report)
     assert report["score"] == 0 and report["tests"] == []
     assert report["output"].startswith("No notebook (.ipynb) was submitted")
+
+
+def test_the_zip_carries_every_module_of_the_grader():
+    # grade.py imports its sibling modules (the sandbox, the wire, seccomp, near-copies):
+    # a module left out of the zip loses its part of the grading on Gradescope.
+    modules = {f"scripts/{p.name}" for p in (ROOT / "scripts").glob("grade_*.py")}
+    assert modules <= set(gradescope.SOURCES), sorted(modules - set(gradescope.SOURCES))

@@ -96,3 +96,92 @@ def test_a_next_token_table_is_sent_as_its_table_and_other_functions_are_refused
         encode(lambda tokens: tokens)
     # the kernel's lookup is the check's own
     assert "table[tokens[:, -2], tokens[:, -1]]" in grade_wire.KERNEL_CODE
+
+
+# ---------------------------------------------------------------------------
+# The watch for the book's own code (the kernel's side run here, in a namespace of its own)
+# ---------------------------------------------------------------------------
+
+ENTROPY = "helpers.softmax.entropy"
+
+
+def test_the_armed_watch_sees_the_books_code_however_it_is_reached(monkeypatch):
+    import functools
+    import threading
+
+    import helpers
+
+    keys = grade_wire.watch_keys([ENTROPY, "helpers.softmax.softmax", "helpers.no_such"])
+    assert sorted(keys) == [ENTROPY, "helpers.softmax.softmax"]
+    namespace: dict = {}
+    before = sys.getprofile(), threading.getprofile()
+    try:
+        exec(grade_wire.arm_source(keys), namespace)
+        watcher, called = namespace["__grade_watch__"]
+        p = np.array([0.5, 0.5])
+        getattr(sys.modules["help" + "ers"], "ent" + "ropy")(p)  # getattr
+        module = sys.modules["helpers.softmax"]
+        hidden = module.entropy  # the module's attribute rebound, the code kept
+        monkeypatch.setattr(module, "entropy", lambda p: 0.0)
+        called.clear()
+        functools.partial(hidden)(p)  # a partial
+        assert called == {ENTROPY}
+        thread = threading.Thread(target=helpers.softmax, args=(p,))  # a thread
+        thread.start()
+        thread.join()
+        helpers.softmax_jacobian(p)  # another helper: not watched
+        on = sys.getprofile() is watcher and threading.getprofile() is watcher
+    finally:
+        sys.setprofile(before[0])
+        threading.setprofile(before[1])
+    assert on
+    assert called == {ENTROPY, "helpers.softmax.softmax"}
+
+
+def fake_remote(reply) -> tuple[grade_wire.Remote, list[dict]]:
+    """A Remote whose kernel answers each request with ``reply(request)`` (a list of
+    answers), watching for helpers.softmax.entropy; and the requests it was sent."""
+    requests: list[dict] = []
+
+    def write_request(name: str, text: str) -> str:
+        requests.append(grade.json.loads(text))
+        return name
+
+    remote = grade_wire.Remote(
+        lambda source, timeout: {"answers": reply(requests[-1])}, write_request
+    )
+    remote.start_check((ENTROPY,))
+    return remote, requests
+
+
+def test_what_the_kernel_saw_is_recorded_in_the_checks_own_watch():
+    from helpers.checks.shortcuts import watching
+
+    seen = {"called": [ENTROPY, "helpers.softmax.softmax"], "intact": True}
+    remote, requests = fake_remote(
+        lambda r: [{"id": r["id"], "result": {"t": "none"}, "watch": seen}]
+    )
+    stand_in = grade_wire.RemoteFunction(remote, "my_entropy", "my_entropy", 10)
+    with watching([ENTROPY]) as called:
+        assert stand_in(np.array([1.0])) is None
+    assert requests[-1]["watch"] is True
+    assert called == [ENTROPY]  # (softmax is not what check_entropy watches)
+    assert remote.book_calls == [ENTROPY] and not remote.watch_off
+
+
+def test_a_request_answered_twice_is_an_error_and_an_answer_without_report_a_watch_off():
+    def twice(request):
+        forged = {"id": request["id"], "result": {"t": "none"}}
+        ours = {"id": request["id"], "watch": {"called": [ENTROPY], "intact": True}}
+        return [forged, grade_wire.answer_stub(ours)]
+
+    remote, _ = fake_remote(twice)
+    stand_in = grade_wire.RemoteFunction(remote, "my_entropy", "my_entropy", 10)
+    with pytest.raises(grade_wire.GradingAborted, match="2 answers came back to one request"):
+        stand_in(np.array([1.0]))
+    assert remote.book_calls == [ENTROPY] and not remote.watch_off
+
+    remote, _ = fake_remote(lambda r: [{"id": r["id"], "result": {"t": "none"}}])
+    stand_in = grade_wire.RemoteFunction(remote, "my_entropy", "my_entropy", 10)
+    assert stand_in(np.array([1.0])) is None
+    assert remote.watch_off and remote.book_calls == []

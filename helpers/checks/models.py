@@ -830,7 +830,7 @@ _BEAM_FINDINGS = {
 }
 
 
-def check_beam_search(fn: Callable[..., object]) -> CheckReport:
+def check_beam_search(fn: Callable[..., object], *, hint: bool = False) -> CheckReport:
     """Check ``fn(next_log_probs, prompt_ids, num_tokens, beam_width, eos_id=None,
     length_penalty=1.0) -> (tokens, scores)``.
 
@@ -848,6 +848,9 @@ def check_beam_search(fn: Callable[..., object]) -> CheckReport:
         and returned length-normalised when there is an end token, by the rules of the
         chapter's section on beam search (ties broken by the lower beam, then the lower
         token).
+
+    hint : bool, default False
+        Show the fuller hint under the failures.
 
     Returns
     -------
@@ -947,4 +950,20 @@ def check_beam_search(fn: Callable[..., object]) -> CheckReport:
                 ]
         return found
 
-    return run_checks(call, cases, check_name="check_beam_search", diagnose=diagnose)
+    return run_checks(
+        call,
+        cases,
+        check_name="check_beam_search",
+        diagnose=diagnose,
+        see=section(7, "Training with teacher forcing, decoding with beam search"),
+        more=_BEAM_MORE,
+        hint=hint,
+    )
+
+
+_BEAM_MORE = (
+    "follow one case by hand: at each step list every extension of every running "
+    "hypothesis with its summed log-probability, keep the beam_width best, and set aside "
+    "the ones that end; with an end token, ask which length the chapter divides by, and "
+    "when the search may stop"
+)

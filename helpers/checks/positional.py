@@ -750,11 +750,11 @@ _CONVERSION_MORE = (
 
 
 def _columns_to_half(width: int, num_heads: int, *, scope: str, direction: str) -> np.ndarray:
-    d_head = width // num_heads if scope == "per head" else width
-    within = _evens_then_odds(d_head)
+    d_k = width // num_heads if scope == "per head" else width
+    within = _evens_then_odds(d_k)
     if direction == "half -> interleaved":
         within = np.argsort(within)
-    return np.concatenate([h * d_head + within for h in range(width // d_head)])
+    return np.concatenate([h * d_k + within for h in range(width // d_k)])
 
 
 def _conversion_variant(
@@ -781,7 +781,7 @@ def _conversion_text(kind: str, variant: str) -> Finding:
         ),
         ("scope", "whole width"): (
             "the permutation runs over the whole width, as if there were one head: RoPE "
-            "acts on each head's d_head coordinates separately",
+            "acts on each head's d_k coordinates separately",
             "each head keeps its own columns, rearranged within the head",
         ),
         ("direction", "half -> interleaved"): (
@@ -790,7 +790,7 @@ def _conversion_text(kind: str, variant: str) -> Finding:
         ),
         ("direction", "interleaved -> half"): (
             "this is the interleaved -> half permutation (evens first, then odds) applied "
-            "once more: for d_head > 4 it is not its own inverse, so W is not restored",
+            "once more: for d_k > 4 it is not its own inverse, so W is not restored",
             "follow one coordinate of a head of width 8 both ways, and compare",
         ),
     }
@@ -825,10 +825,10 @@ def check_rope_layout_conversion(
     Parameters
     ----------
     fn : callable
-        ``fn(W, num_heads) -> W_half``: ``W`` of shape ``(d_model, num_heads * d_head)``
+        ``fn(W, num_heads) -> W_half``: ``W`` of shape ``(d_model, num_heads * d_k)``
         was trained with the interleaved RoPE (pairs ``(2i, 2i+1)`` of each head);
         ``W_half`` gives the same scores with the rotate-half RoPE (pairs
-        ``(i, i + d_head/2)``). It is ``W`` with its columns permuted within each head.
+        ``(i, i + d_k/2)``). It is ``W`` with its columns permuted within each head.
     hint : bool, default False
         Add a fuller hint to a failing report.
 
@@ -849,7 +849,7 @@ def check_rope_layout_conversion(
     """
     rng = np.random.default_rng(5)
     layouts = [
-        ("one head, d_head = 8", (8, 8), 1),
+        ("one head, d_k = 8", (8, 8), 1),
         ("two heads of width 6", (12, 12), 2),
         ("three heads of width 8", (24, 24), 3),
         ("W of shape (10, 12): two heads of width 6", (10, 12), 2),
@@ -885,8 +885,8 @@ def check_rope_layout_inverse(
     ----------
     fn : callable
         ``fn(W, num_heads) -> W_interleaved``: ``W`` of shape
-        ``(d_model, num_heads * d_head)`` is used with the rotate-half RoPE (pairs
-        ``(i, i + d_head/2)`` of each head); ``W_interleaved`` gives the same scores with
+        ``(d_model, num_heads * d_k)`` is used with the rotate-half RoPE (pairs
+        ``(i, i + d_k/2)`` of each head); ``W_interleaved`` gives the same scores with
         the interleaved RoPE (pairs ``(2i, 2i+1)``). It undoes
         :func:`check_rope_layout_conversion`'s permutation.
     hint : bool, default False
@@ -910,7 +910,7 @@ def check_rope_layout_inverse(
     """
     rng = np.random.default_rng(7)
     layouts = [
-        ("one head, d_head = 8", (8, 8), 1),
+        ("one head, d_k = 8", (8, 8), 1),
         ("two heads of width 6", (12, 12), 2),
         ("three heads of width 8", (24, 24), 3),
         ("W of shape (10, 24): two heads of width 12", (10, 24), 2),
@@ -1261,8 +1261,10 @@ def check_position_from_encoding(
     >>> def from_the_first_sine(pe):
     ...     return np.arcsin(pe[..., 0])
     >>> report = check_position_from_encoding(from_the_first_sine)
-    >>> bool(report), report.failures[0].problem.split(":")[0]
-    (False, 'the arcsine of the sine alone is right only while the angle stays within a quarter turn')
+    >>> bool(report)
+    False
+    >>> print(report.failures[0].problem.split(":")[0])
+    the arcsine of the sine alone is right only while the angle stays within a quarter turn
     """
     rng = np.random.default_rng(41)
     batch = np.round(rng.uniform(0, 15000, size=(2, 3)), 2)

@@ -1042,8 +1042,7 @@ _FOLD_SLIPS: dict[str, tuple[str, str]] = {
     "column vector": (
         "beta meets the columns of W, as a column vector would; tokens are rows here, and a "
         "row goes through W from the left",
-        "in the row-vector convention a vector goes through W from the left, as every token "
-        "does",
+        "in the row-vector convention a vector goes through W from the left, as every token does",
     ),
 }
 

@@ -1,13 +1,14 @@
 """Fixtures of the browser tests: the built sites served, and each page loaded once.
 
 `loaded(edition, doc, scheme)` returns the `LoadedPage` of tests/site/pages.py, loading
-the page the first time it is asked for and keeping it for the session, so the raw-TeX,
-console, image, alt-text, link, theme and axe-core checks of a page share one load.
+the page the first time it is asked for (once, read in both themes) and keeping it for the
+session, so the raw-TeX, console, image, alt-text, link, theme and axe-core checks of a
+page share one load.
 
 `make browser` spreads the tests over both cores (pytest-xdist, each worker its own
 Chromium) by page (`--dist loadgroup`, with the scheduler below): every test of a page, in
 either edition and theme, runs in the worker that loads that page, so each page of each
-edition is loaded once per theme, and the pages share the two cores evenly. A test of no
+edition is loaded once, and the pages share the two cores evenly. A test of no
 page runs with the other tests of its file (their module fixtures are built once).
 
 The session checks that promise: every load is recorded, and a page loaded twice (by two
@@ -90,7 +91,7 @@ def pytest_configure(config):
         os.environ[LOADS] = tempfile.mkdtemp(prefix="attention-book-page-loads-")
 
 
-def record_load(key: tuple[str, str, str]) -> None:
+def record_load(key: tuple[str, str]) -> None:
     directory = os.environ.get(LOADS)
     if directory:  # (not set in a worker whose parent never read this file: nothing checks)
         with open(Path(directory) / f"{os.getpid()}.txt", "a") as f:
@@ -110,7 +111,7 @@ def pytest_sessionfinish(session):
     twice = sorted(f"{key} ({n} times)" for key, n in loads.items() if n > 1)
     if twice:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = "pages loaded more than once (edition, page, theme):\n  " + "\n  ".join(twice)
+        message = "pages loaded more than once (edition, page):\n  " + "\n  ".join(twice)
         if reporter:
             reporter.write_line(message, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -136,24 +137,25 @@ def student_site():
 
 @pytest.fixture(scope="session")
 def loaded(request, browser):
-    """loaded(edition, doc, scheme) -> LoadedPage, each loaded once per session (the pages
-    that `load` keeps open for the explorer tests are closed at the end)."""
-    cache: dict[tuple[str, str, str], LoadedPage | BaseException] = {}
+    """loaded(edition, doc, scheme) -> LoadedPage: each page of each edition is loaded
+    once per session, and read there in both themes (`load`); the pages that `load` keeps
+    open for the explorer tests are closed at the end."""
+    cache: dict[tuple[str, str], dict[str, LoadedPage] | BaseException] = {}
 
     def get(edition: str, doc: str, scheme: str = "light") -> LoadedPage:
-        key = (edition, doc, scheme)
+        key = (edition, doc)
         if key not in cache:
             site = request.getfixturevalue(f"{edition}_site")
             record_load(key)
             try:
-                cache[key] = load(browser, site, edition, doc, scheme)
+                cache[key] = load(browser, site, edition, doc)
             except Exception as exc:  # every check of this page fails with the same error
                 cache[key] = exc
         if isinstance(cache[key], BaseException):
             raise cache[key]
-        return cache[key]
+        return cache[key][scheme]
 
     yield get
-    for result in cache.values():
-        if isinstance(result, LoadedPage) and result.live is not None:
-            result.live[0].close()
+    for views in cache.values():
+        if isinstance(views, dict) and views["light"].live is not None:
+            views["light"].live[0].close()

@@ -21,6 +21,7 @@ the book stay open once everything above has been read from them (`keep_open`), 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import time
@@ -698,7 +699,7 @@ def describe_violations(violations: list[dict]) -> str:
 
 @dataclass
 class LoadedPage:
-    """What one load of one page (edition, theme) showed; see `load`."""
+    """What one page (edition) showed in one theme; see `load`."""
 
     edition: str
     doc: str
@@ -713,11 +714,10 @@ class LoadedPage:
     binder_links: list[str] = field(default_factory=list)
     theme: str | None = None  # <html data-theme>
     background: list[int] = field(default_factory=list)  # the body's rgb
-    axe: list[dict] = field(default_factory=list)  # run_axe, on the finished page
+    axe: list[dict] = field(default_factory=list)  # run_axe, finished, every solution open
     http_errors: list[str] = field(default_factory=list)  # responses of status >= 400
     furniture: dict = field(default_factory=dict)  # FURNITURE_JS
-    dropdowns: int = 0  # collapsed solutions opened for axe_opened
-    axe_opened: list[dict] = field(default_factory=list)  # run_axe, every solution open
+    dropdowns: int = 0  # collapsed solutions opened before axe and the later checks
     wide_equations: list[dict] = field(default_factory=list)  # WIDE_EQUATIONS_JS, desktop
     phone_equations: list[dict] = field(default_factory=list)  # the same at PHONE width
     fit: dict = field(default_factory=dict)  # FIT_JS at DESKTOP, solutions open
@@ -735,17 +735,38 @@ class LoadedPage:
     live: tuple | None = None
 
 
-def keep_open(edition: str, doc: str, scheme: str) -> bool:
-    """Whether `load` leaves the page open: the book's chapters in light mode, whose
-    explorers tests/site/test_site.py moves once the page-level checks have read it."""
-    return edition == "book" and scheme == "light" and doc in CHAPTERS
+def keep_open(edition: str, doc: str) -> bool:
+    """Whether `load` leaves the page open: the book's chapters, whose explorers
+    tests/site/test_site.py moves once the page-level checks have read them (in the light
+    theme, at 1366 wide, scrolled to the top)."""
+    return edition == "book" and doc in CHAPTERS
 
 
-def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
-    """Open `doc` once in `scheme` and extract everything the page-level checks need."""
+def switch_theme(page, scheme: str) -> None:
+    """Switch the open page to `scheme` as a reader's system setting does: the theme
+    follows the `prefers-color-scheme` media query (its default mode, "auto")."""
+    page.emulate_media(color_scheme=scheme)
+    page.wait_for_function("s => document.documentElement.dataset.theme === s", arg=scheme)
+    page.evaluate(SETTLE_JS)
+
+
+def load(browser, site: str, edition: str, doc: str) -> dict[str, LoadedPage]:
+    """Open `doc` ONCE and extract everything the page-level checks need, in both themes:
+    {"light": LoadedPage, "dark": LoadedPage}.
+
+    The page loads in the light theme; once what depends on the theme has been read, it is
+    switched to dark in place (as a reader's system setting switches it: the DOM is the
+    same, only the styles change) and what the theme changes is read again: the theme and
+    background, the first screen, what frames the text, the figures' panels, and axe-core
+    on the book's pages (the student edition has the same styles; its axe-core run is in
+    the light theme). axe-core runs once per theme with every collapsed solution open: the
+    page with the most content a reader can reach (a closed solution's content is hidden,
+    which axe-core leaves out; the buttons are there either way). Then back to light for
+    the phone (one theme is enough for widths)."""
     assert AXE.exists(), "axe-core is missing: run `npm ci` (make test does)"
-    context, page, record = open_page(browser, site, doc, color_scheme=scheme)
-    result = LoadedPage(edition, doc, scheme)
+    context, page, record = open_page(browser, site, doc, color_scheme="light")
+    result = LoadedPage(edition, doc, "light")
+    dark: LoadedPage | None = None
     try:
         started = time.monotonic()
         mathjax_started(page)
@@ -766,45 +787,57 @@ def load(browser, site: str, edition: str, doc: str, scheme: str) -> LoadedPage:
         result.binder_links = page.eval_on_selector_all(
             "a[href*='mybinder.org']", "els => els.map(e => e.href)"
         )
-        result.theme = page.evaluate("() => document.documentElement.dataset.theme")
-        result.background = page.evaluate(
-            "() => getComputedStyle(document.body).backgroundColor.match(/\\d+/g).slice(0, 3).map(Number)"
-        )
         shots: Path = SHOTS[edition]
         shots.mkdir(parents=True, exist_ok=True)
         name = doc.replace("/", "__")
-        # the first screen (a whole chapter takes seconds to capture: `make screenshots`)
-        suffix = "" if scheme == "light" else f"__{scheme}"
-        page.screenshot(path=shots / f"{name}{suffix}.png", full_page=False)
-        result.furniture = page.evaluate(FURNITURE_JS)
-        result.axe = run_axe(page)
+
+        def theme_dependent(view: LoadedPage, suffix: str) -> None:
+            view.theme = page.evaluate("() => document.documentElement.dataset.theme")
+            view.background = page.evaluate(
+                "() => getComputedStyle(document.body).backgroundColor.match(/\\d+/g)"
+                ".slice(0, 3).map(Number)"
+            )
+            # the first screen (a whole chapter takes seconds to capture: `make screenshots`)
+            page.evaluate("() => window.scrollTo(0, 0)")
+            page.screenshot(path=shots / f"{name}{suffix}.png", full_page=False)
+            view.furniture = page.evaluate(FURNITURE_JS)
+
+        theme_dependent(result, "")
         result.dropdowns = page.evaluate(OPEN_DROPDOWNS_JS)
         if result.dropdowns:
             page.evaluate(SETTLE_JS)  # faded in, and scrollable.js has marked what overflows
-            result.axe_opened = run_axe(page, include=OPENED)
+        result.axe = run_axe(page)  # every solution open
         result.wide_equations = page.evaluate(WIDE_EQUATIONS_JS)  # solutions open too
         result.fit = page.evaluate(FIT_JS)
         result.figures = page.evaluate(FIGURES_JS)  # solutions open too, at DESKTOP width
         result.ids = page.evaluate(IDS_JS)
         result.reader_code = page.evaluate(READER_CODE_JS)
-        if scheme == "dark":
-            result.dark_figures = page.evaluate(DARK_FIGURES_JS)
-        if scheme == "light":  # the same page on a phone (one theme is enough for widths)
-            page.set_viewport_size(PHONE)
-            page.evaluate(SETTLE_JS)  # reflowed, and scrollable.js has marked what overflows
-            result.phone_equations = page.evaluate(WIDE_EQUATIONS_JS)
-            result.phone_fit = page.evaluate(FIT_JS)
-            result.phone_cues = page.evaluate(CUES_JS)
-            result.phone_figures = phone_figures(page)
-        if keep_open(edition, doc, scheme):  # for the explorer tests, as a reader opens it
+
+        switch_theme(page, "dark")
+        dark = dataclasses.replace(result, scheme="dark", axe=[])
+        theme_dependent(dark, "__dark")
+        dark.dark_figures = page.evaluate(DARK_FIGURES_JS)
+        if edition == "book":
+            dark.axe = run_axe(page)
+        switch_theme(page, "light")
+
+        page.set_viewport_size(PHONE)
+        page.evaluate(SETTLE_JS)  # reflowed, and scrollable.js has marked what overflows
+        result.phone_equations = page.evaluate(WIDE_EQUATIONS_JS)
+        result.phone_fit = page.evaluate(FIT_JS)
+        result.phone_cues = page.evaluate(CUES_JS)
+        result.phone_figures = phone_figures(page)
+        if keep_open(edition, doc):  # for the explorer tests, as a reader opens it
             page.set_viewport_size(DESKTOP)
             page.evaluate("() => window.scrollTo(0, 0)")
             result.live = (context, page, record)
     finally:
         if result.live is None:
             context.close()
-    result.console_errors = list(record.console_errors)
-    result.external = list(record.external)
-    result.failed = list(record.failed)
-    result.http_errors = list(record.http_errors)
-    return result
+    views = {"light": result, "dark": dark or dataclasses.replace(result, scheme="dark")}
+    for view in views.values():
+        view.console_errors = list(record.console_errors)
+        view.external = list(record.external)
+        view.failed = list(record.failed)
+        view.http_errors = list(record.http_errors)
+    return views
