@@ -144,16 +144,17 @@ def _explorer_html(alts: list[str], shades: list[int]) -> str:
 
 def test_the_diff_shows_both_values_as_nbval_compares_them():
     stored = [
-        _stream("eigenvalues: [0.   0.06]\nerror 3e-12, KL 1.2e-16\n"),
+        _stream("eigenvalues: [0.   0.06]\nerror 3e-12, KL 1.2e-16\nmin 6.7e-36\n"),
         _data("text/html", _explorer_html(["fit 0.707", "KL 1e-16"], [100, 100, 100])),
     ]
     now = [
-        _stream("eigenvalues: [-0.   0.06]\nerror 5e-13, KL 3.4e-17\n"),
+        _stream("eigenvalues: [-0.   0.06]\nerror 5e-13, KL 3.4e-17\nmin 0\n"),
         _data("text/html", _explorer_html(["fit 0.708", "KL 3e-17"], [100, 104, 200])),
     ]
     assert fragility.compare_outputs(stored, now) == [
         "stream stdout, line 1:\n    stored: eigenvalues: [0.   0.06]\n"
         "    now:    eigenvalues: [-0.   0.06]",
+        "stream stdout, line 3:\n    stored: min 6.7e-36\n    now:    min 0",  # unsanitized
         "explorer frame 0, caption:\n    stored: fit 0.707\n    now:    fit 0.708",
         "explorer picture 1: other bytes, the same picture: 1 pixels changed, by at most 4 of "
         "255 (0 by more than 8)",
