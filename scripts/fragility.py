@@ -373,9 +373,11 @@ def compare_outputs(stored: list[dict], got: list[dict]) -> list[str]:
                 by_key.setdefault(key, [""])[0] += _joined(output.get("text", ""))
             elif output.get("output_type") == "error":
                 by_key.setdefault("error", []).append(output.get("ename", ""))
+            glued = output.get("metadata", {}).get("scrapbook", {}).get("name")
             for mime, value in output.get("data", {}).items():
-                if mime not in skip:
-                    by_key.setdefault(mime, []).append(_joined(value))
+                if mime not in skip:  # a glued value is named: "glue jac_rank_bad"
+                    key = f"glue {glued}" if glued else mime
+                    by_key.setdefault(key, []).append(_joined(value))
         return by_key
 
     a, b = flat(stored), flat(got)

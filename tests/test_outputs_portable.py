@@ -162,6 +162,12 @@ def test_the_diff_shows_both_values_as_nbval_compares_them():
         "100 of 255 (1 by more than 8)",
     ]
     assert fragility.compare_outputs(stored, stored) == []
+    record = "application/papermill.record/text/plain"
+    glued = [_data(record, "'3'", scrapbook={"name": "jac_rank_bad"})]
+    now = [_data(record, "'2'", scrapbook={"name": "jac_rank_bad"})]
+    assert fragility.compare_outputs(glued, now) == [
+        "glue jac_rank_bad, line 1:\n    stored: '3'\n    now:    '2'"
+    ]
 
 
 @pytest.fixture
