@@ -12,7 +12,7 @@ PY     := $(BIN)/python
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html book/_templates/*/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py scripts/grade.py
 
-.PHONY: help book student pages pdf pdf-check screenshots grade marks gradescope test test-full lint unit checks nbval html browser colab workflows linkcheck execute edition clean
+.PHONY: help book student pages pdf pdf-check screenshots grade marks gradescope test test-full lint unit checks nbval html browser colab portable workflows linkcheck execute edition clean
 
 # `make help` lists every target with its line: the `##` comment after the target's name.
 help:  ## list every target with one line each
@@ -114,6 +114,8 @@ gradescope: $(BIN)/.book-installed  ## Gradescope's autograder zip: make gradesc
 #   make unit        helpers' doctests and tests/ (not the site or Colab tests), both cores
 #   make checks      the self-checks, book/exercises.yml and the editions' staleness tests
 #   make nbval       strict nbval on every chapter, or on one: make nbval NB=notebooks/01_softmax.ipynb
+#   make portable    strict nbval with every random draw moved by 1e-13 of itself, two seeds
+#                    (not in make test: the weekly portability workflow runs it): NB=... for one
 #   make html        both editions built, and the site as published (_build/pages)
 #   make browser     the built site in headless Chromium (run make html first)
 #   make pdf-check   both editions printed to PDF and checked against the site (after make html)
@@ -143,6 +145,11 @@ colab: $(BIN)/.test-installed  ## every chapter on Colab's versions of Python an
 
 nbval: $(BIN)/.test-installed  ## strict nbval on every chapter, or one: NB=notebooks/01_softmax.ipynb
 	$(PY) scripts/run_tests.py nbval $(NB)
+
+# No output may hang on round-off: scripts/fragility.py, and CONTRIBUTING.md ("Outputs that
+# do not depend on the processor"). Two executions of each chapter, so not in `make test`.
+portable: $(BIN)/.test-installed  ## strict nbval with the random draws moved by 1e-13, two seeds (weekly in CI); NB=... for one
+	$(PY) scripts/run_tests.py portable $(NB)
 
 html: $(BIN)/.test-installed node_modules/.installed  ## both editions built, and the site as published (_build/pages)
 	$(PY) scripts/run_tests.py $@

@@ -1,14 +1,17 @@
 """Run every test and check of the book (`make test`; .ci/run calls it).
 
 Usage: python scripts/run_tests.py [STEP ...] [NOTEBOOK ...]
-       (no STEP: all of them but `checks`, in this order; `checks` is part of `unit`)
+       (no STEP: all of them but `checks` and `portable`, in this order; `checks` is part
+       of `unit`)
 
 Steps: lint, workflows, unit, nbval, html (both editions, and the site as published, in
 _build/pages), browser (the built site, both editions), pdf (both editions printed to
 _build/pdf and checked against the site), colab (the Colab and student notebooks on
-Colab's versions); and checks (the self-checks' tests, the exercises and the
-editions' staleness tests: the quick loop after a change to helpers/checks). Notebooks
-named after the steps narrow nbval to them (`make nbval NB=notebooks/01_softmax.ipynb`).
+Colab's versions); and, not in `make test`, checks (the self-checks' tests, the exercises
+and the editions' staleness tests: the quick loop after a change to helpers/checks) and
+portable (strict nbval with the random draws perturbed, the weekly workflow's check that
+no output hangs on round-off). Notebooks named after the steps narrow nbval and portable
+to them (`make nbval NB=notebooks/01_softmax.ipynb`).
 Every step runs even when an earlier one failed (so one run reports everything); the
 exit status is non-zero if any failed. Each step's time is printed, and a summary at the
 end. The steps that use pytest spread their tests over both cores (pytest-xdist).
@@ -262,7 +265,19 @@ def colab() -> bool:
     return sh(*PYTEST, "tests/colab", "-o", "addopts=", "-n", "2")
 
 
-STEPS = {f.__name__: f for f in (lint, workflows, unit, nbval, html, browser, pdf, colab, checks)}
+def portable() -> bool:
+    """Strict nbval in a kernel whose random draws are moved by 1e-13 of themselves, once
+    per seed (scripts/fragility.py): an output whose digits hang on round-off, which
+    another processor would print otherwise, fails. One execution of every chapter per
+    seed, so not part of `make test`: the weekly workflow runs it (portability.yml), and
+    `scripts/run_tests.py portable notebooks/NN_x.ipynb` after changing a chapter."""
+    return sh(sys.executable, ROOT / "scripts" / "fragility.py", "perturbed", *NOTEBOOKS)
+
+
+STEPS = {
+    f.__name__: f
+    for f in (lint, workflows, unit, nbval, html, browser, pdf, colab, checks, portable)
+}
 DEFAULT = ["lint", "workflows", "unit", "nbval", "html", "browser", "pdf", "colab"]
 # `make test` runs the steps in two lanes side by side: each step keeps both cores busy
 # most of the time, but not all of it (a page waiting for its fonts, the one long notebook
