@@ -238,6 +238,11 @@ def mathjax_config(edition: Edition) -> dict:
     else:
         sys.exit(f"{edition.key}: no page of the site configures MathJax")
     config = json.loads(found.group(1))
+    # The site loads its components one by one, typesetting lazily what comes into view
+    # (ui/lazy) with a hidden copy for screen readers (a11y/assistive-mml): the print loads
+    # the combined tex-mml-chtml.js and typesets the whole (hidden) book at once, so a lazy
+    # loader would typeset nothing and the print would wait for it.
+    config.pop("loader", None)
     options = config.setdefault("options", {})
     options["enableMenu"] = False
     options.setdefault("menuOptions", {}).setdefault("settings", {})["assistiveMml"] = False
@@ -351,9 +356,15 @@ TYPESET_JS = """async ({em, column}) => {
 
 # The book shown, once MathJax's fonts and every image are loaded.
 LOADED_JS = """async () => {
+  // the site's pictures load lazily, which a hidden page never does: load them now
+  document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; });
   await Promise.all([...document.fonts].map(f => f.load().catch(() => null)));
   await Promise.all([...document.images].filter(i => !i.complete).map(
     i => new Promise(done => { i.onload = i.onerror = done; })));
+  // a picture is printed at 200 dpi or finer: never wider than its pixels allow
+  document.querySelectorAll('img').forEach(i => {
+    if (i.naturalWidth) i.style.maxWidth = `min(100%, ${i.naturalWidth / 200}in)`;
+  });
   document.querySelector('article').classList.remove('pdf-hidden');
 }"""
 
