@@ -126,7 +126,7 @@ test: $(BIN)/.test-installed $(BIN)/.pdf-installed node_modules/.installed  ## e
 # The same, with the tests that `make test` runs on a sample of chapters run on every
 # chapter (tests/conftest.py: FULL); the weekly workflow full.yml runs it.
 test-full: $(BIN)/.test-installed $(BIN)/.pdf-installed node_modules/.installed  ## make test with every chapter graded and run on Colab's versions (weekly)
-	BOOK_TEST_FULL=1 BOOK_TEST_STEP_LIMIT=2400 BOOK_TEST_RUN_LIMIT=7200 $(PY) scripts/run_tests.py
+	BOOK_TEST_FULL=1 BOOK_TEST_STEP_LIMIT=3600 BOOK_TEST_RUN_LIMIT=7800 $(PY) scripts/run_tests.py
 
 lint: $(BIN)/.lint-installed  ## ruff check, ruff format --check and codespell
 	$(PY) scripts/run_tests.py lint
