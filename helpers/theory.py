@@ -140,7 +140,8 @@ def _l2_parts(X: np.ndarray, W_Q: np.ndarray) -> tuple[np.ndarray, np.ndarray, f
     return softmax(-dist2 / root, axis=-1), Q @ W_Q.T, root
 
 
-def _l2_inputs(X, W_Q, W_V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _tokens(X: npt.ArrayLike) -> np.ndarray:
+    """X of shape (..., n, d), non-empty and finite, as float64; else a ValueError naming it."""
     X = as_real_array(X, "X", bool_hint=_BOOL)
     if X.ndim < 2:
         raise ValueError(f"X must have shape (..., n, d), at least 2-D; got shape {X.shape}")
@@ -149,6 +150,11 @@ def _l2_inputs(X, W_Q, W_V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not np.isfinite(X).all():
         raise ValueError("X must be finite; it contains nan or inf")
     X = X.astype(np.float64, copy=False)
+    return X
+
+
+def _l2_inputs(X, W_Q, W_V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    X = _tokens(X)
     W_Q = _matrix(W_Q, "W_Q", "(d, d_k)")
     W_V = _matrix(W_V, "W_V", "(d, d_v)")
     _weights(X, W_Q, "W_Q")
@@ -368,14 +374,7 @@ def rank_collapse_residual(X: npt.ArrayLike) -> npt.NDArray[np.float64]:
     >>> float(rank_collapse_residual(np.array([[1.0, 0.0], [-1.0, 0.0]])))
     1.0
     """
-    X = as_real_array(X, "X", bool_hint=_BOOL)
-    if X.ndim < 2:
-        raise ValueError(f"X must have shape (..., n, d), at least 2-D; got shape {X.shape}")
-    if X.shape[-1] == 0 or X.shape[-2] == 0:
-        raise ValueError(f"X must not be empty; got shape {X.shape}")
-    if not np.isfinite(X).all():
-        raise ValueError("X must be finite; it contains nan or inf")
-    X = X.astype(np.float64, copy=False)
+    X = _tokens(X)
     scale = np.abs(X).max(axis=(-2, -1), keepdims=True)  # avoid overflow in the squares
     Xs = X / np.where(scale > 0, scale, 1.0)
     res = np.linalg.norm(Xs - Xs.mean(axis=-2, keepdims=True), axis=(-2, -1))

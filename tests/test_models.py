@@ -62,7 +62,7 @@ def tiny_bert(seed=0, layers=2, d=16, heads=4, vocab=40):
     return _randomise(model, seed), config
 
 
-def tiny_gpt2(seed=0, layers=2, d=16, heads=4, vocab=40):
+def tiny_gpt2(seed=0, layers=2, d=16, heads=4, vocab=40, *, eos=0, scale=0.3):
     config = GPT2Config(
         vocab_size=vocab,
         n_embd=d,
@@ -73,11 +73,11 @@ def tiny_gpt2(seed=0, layers=2, d=16, heads=4, vocab=40):
         embd_pdrop=0.0,
         attn_pdrop=0.0,
         bos_token_id=0,
-        eos_token_id=0,
+        eos_token_id=eos,
         attn_implementation="eager",
     )
     model = GPT2LMHeadModel(config).double().eval()
-    return _randomise(model, seed), config
+    return _randomise(model, seed, scale), config
 
 
 # ---------------------------------------------------------------------------
@@ -735,20 +735,7 @@ def test_beam_search_stops_when_beam_width_hypotheses_have_ended():
 
 def eos_gpt2(seed, scale, eos=3):
     """A tiny GPT-2 (vocabulary 10) whose token ``eos`` ends a sequence, random weights."""
-    config = GPT2Config(
-        vocab_size=10,
-        n_embd=16,
-        n_layer=2,
-        n_head=2,
-        n_positions=32,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=0,
-        eos_token_id=eos,
-        attn_implementation="eager",
-    )
-    return _randomise(GPT2LMHeadModel(config).double().eval(), seed, scale)
+    return tiny_gpt2(seed, heads=2, vocab=10, eos=eos, scale=scale)[0]
 
 
 def _log_probs_as_hugging_face(model):
