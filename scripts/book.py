@@ -253,7 +253,9 @@ def build(student: bool, language: str = "en") -> Path:
     elif language != "en":
         out.mkdir(parents=True, exist_ok=True)
         config = out / "_config.yml"
-        config.write_text(yaml.safe_dump(edition_config(language, False), allow_unicode=True, sort_keys=False))
+        config.write_text(
+            yaml.safe_dump(edition_config(language, False), allow_unicode=True, sort_keys=False)
+        )
         args += ["--config", str(config)]
     args += ["--path-output", str(out)]
     html = out / "_build" / "html"
@@ -272,8 +274,10 @@ def build(student: bool, language: str = "en") -> Path:
 def edition_root(language: str, student: bool) -> Path:
     """Where Jupyter Book writes an edition (its HTML is in _build/html below it)."""
     root = ROOT if language == "en" else ROOT / "_build" / language
-    return root / "_build" / "student" if (student and language == "en") else (
-        root / "student" if student else root
+    return (
+        root / "_build" / "student"
+        if (student and language == "en")
+        else (root / "student" if student else root)
     )
 
 
@@ -299,7 +303,9 @@ def assemble_pages(target: Path) -> Path:
             sys.exit(f"{html.relative_to(ROOT)} is not built: run `{command}` first")
     for html, _, _ in editions[:3:2]:
         if (html / STUDENT_PATH).exists() or (html / KO_PATH).exists():
-            sys.exit(f"{html} has its own {STUDENT_PATH}/ or {KO_PATH}/: an edition cannot go there")
+            sys.exit(
+                f"{html} has its own {STUDENT_PATH}/ or {KO_PATH}/: an edition cannot go there"
+            )
     shutil.rmtree(target, ignore_errors=True)
     for html, path, _ in editions:
         shutil.copytree(html, target / path, dirs_exist_ok=True)

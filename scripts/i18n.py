@@ -1,12 +1,15 @@
 """The Korean edition's message catalogues: extract, update, check (book/_ext/i18n.py).
 
-    python scripts/i18n.py extract   the English text into _build/gettext/**.pot (Sphinx's gettext builder)
-    python scripts/i18n.py update    extract, then merge into locales/ko/LC_MESSAGES/**.po (sphinx-intl):
-                                     a changed English paragraph keeps its old translation marked fuzzy
-    python scripts/i18n.py check     fail on an untranslated, fuzzy or stale entry, or a translation that
-                                     drops or changes the maths, code, glued numbers or references of its
-                                     English (make test runs it)
-    python scripts/i18n.py stats     messages per page
+    python scripts/i18n.py extract  the English text into _build/gettext/**.pot
+                                    (Sphinx's gettext builder)
+    python scripts/i18n.py update   extract, then merge into locales/ko/LC_MESSAGES/**.po
+                                    (sphinx-intl): a changed English paragraph keeps its
+                                    old translation, marked fuzzy
+    python scripts/i18n.py check    fail on an untranslated, fuzzy or stale entry, or a
+                                    translation that drops or changes the maths, code,
+                                    glued numbers or references of its English
+                                    (make test runs it)
+    python scripts/i18n.py stats    messages per page
 
 A message with nothing to translate (a display equation, a code name, a citation alone)
 is filled with its English by `update`; `check` accepts only such messages untranslated.
@@ -26,7 +29,8 @@ import polib
 ROOT = Path(__file__).resolve().parent.parent
 POT = ROOT / "_build" / "gettext"
 LANGUAGES = ("ko",)
-SKIP = {"sphinx"}  # the theme's own strings: locales/ko/LC_MESSAGES/sphinx.po, kept by hand
+# The theme's and extensions' words, kept by hand (book/_ext/i18n.py): not extracted.
+UI = ("sphinx", "booktheme", "exercise", "proof")
 
 
 def catalogues(language: str) -> Path:
@@ -37,18 +41,56 @@ def extract() -> None:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     out = ROOT / "_build" / "gettext-build"
     subprocess.run(
-        [str(jupyter_book), "build", str(ROOT), "--builder", "custom", "--custom-builder",
-         "gettext", "--path-output", str(out), "--keep-going"],
-        check=True, stdout=subprocess.DEVNULL,
+        [
+            str(jupyter_book),
+            "build",
+            str(ROOT),
+            "--builder",
+            "custom",
+            "--custom-builder",
+            "gettext",
+            "--path-output",
+            str(out),
+            "--keep-going",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     import shutil
 
     shutil.rmtree(POT, ignore_errors=True)
-    shutil.copytree(out / "_build" / "gettext", POT, ignore=shutil.ignore_patterns("_static"))
+    # sphinx.pot holds the words of the book's own templates: they are in the hand-kept
+    # sphinx.po with the theme's.
+    shutil.copytree(
+        out / "_build" / "gettext", POT, ignore=shutil.ignore_patterns("_static", "sphinx.pot")
+    )
     for pot in POT.rglob("*.pot"):  # a stable header: no creation date in the diff
         catalogue = polib.pofile(str(pot))
         catalogue.metadata.pop("POT-Creation-Date", None)
+        notebook = ROOT / pot.relative_to(POT).with_suffix(".ipynb")
+        if notebook.exists():  # what Sphinx does not extract: figure captions, alt texts
+            known = {e.msgid for e in catalogue}
+            for text in figure_texts(notebook):
+                if text not in known:
+                    catalogue.append(polib.POEntry(msgid=text, msgstr=""))
+                    known.add(text)
         catalogue.save(str(pot))
+
+
+def figure_texts(notebook: Path) -> list[str]:
+    """The captions (mystnb.figure.caption) and alt texts (mystnb.image.alt) of a notebook's
+    figures, in order: myst-nb builds them from cell metadata, where Sphinx's extraction
+    does not look (book/_ext/i18n.py translates them)."""
+    import json
+
+    texts = []
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        options = cell.get("metadata", {}).get("mystnb", {})
+        for key, field in (("figure", "caption"), ("image", "alt")):
+            text = options.get(key, {}).get(field)
+            if isinstance(text, str) and text.strip():  # as Sphinx looks a message up
+                texts.append(text.replace("\n", " ").strip() if field == "caption" else text)
+    return texts
 
 
 # What a translation keeps exactly as its English has it: inline maths, inline code, and
@@ -105,12 +147,23 @@ def update() -> None:
     extract()
     for language in LANGUAGES:
         subprocess.run(
-            [str(Path(sys.executable).parent / "sphinx-intl"), "update", "-p", str(POT), "-l",
-             language, "-d", str(ROOT / "locales"), "-w", "0"],
-            check=True, stdout=subprocess.DEVNULL,
+            [
+                str(Path(sys.executable).parent / "sphinx-intl"),
+                "update",
+                "-p",
+                str(POT),
+                "-l",
+                language,
+                "-d",
+                str(ROOT / "locales"),
+                "-w",
+                "0",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
         )
         for po in catalogues(language).rglob("*.po"):
-            if po.stem in SKIP:
+            if po.parent == catalogues(language) and po.stem in UI:
                 continue
             catalogue = polib.pofile(str(po), wrapwidth=0)
             for entry in catalogue:
@@ -129,7 +182,7 @@ def check(only: str = "") -> list[str]:
     for language in LANGUAGES:
         for pot in sorted(POT.rglob("*.pot")):
             rel = pot.relative_to(POT).with_suffix(".po")
-            if pot.stem in SKIP or only not in str(rel):
+            if only not in str(rel):
                 continue
             po = catalogues(language) / rel
             if not po.exists():
@@ -139,9 +192,13 @@ def check(only: str = "") -> list[str]:
             catalogue = polib.pofile(str(po))
             have = {e.msgid for e in catalogue if not e.obsolete}
             for msgid in sorted(english - have):
-                problems.append(f"{language}/{rel}: stale, the English has a new message: {msgid[:70]!r}")
+                problems.append(
+                    f"{language}/{rel}: stale, the English has a new message: {msgid[:70]!r}"
+                )
             for msgid in sorted(have - english):
-                problems.append(f"{language}/{rel}: stale, a message the English no longer has: {msgid[:70]!r}")
+                problems.append(
+                    f"{language}/{rel}: stale, a message the English no longer has: {msgid[:70]!r}"
+                )
             for entry in catalogue:
                 if entry.obsolete or entry.msgid not in english:
                     continue
@@ -160,8 +217,19 @@ def check(only: str = "") -> list[str]:
                             f"{where}: maths, code or references differ from the English "
                             f"(missing {sorted(lost)}, extra {sorted(added)})"
                         )
-                    elif language == "ko" and entry.msgstr != entry.msgid and len(words(entry.msgid)) >= 3 and not _HANGUL.search(entry.msgstr):
+                    elif (
+                        language == "ko"
+                        and entry.msgstr != entry.msgid
+                        and len(words(entry.msgid)) >= 3
+                        and not _HANGUL.search(entry.msgstr)
+                    ):
                         problems.append(f"{where}: no Korean in the translation")
+        for domain in UI:
+            po = catalogues(language) / f"{domain}.po"
+            if only in po.name and po.exists():
+                for entry in polib.pofile(str(po)):
+                    if not entry.msgstr or "fuzzy" in entry.flags:
+                        problems.append(f"{language}/{po.name}: {entry.msgid!r} untranslated")
     return problems
 
 
@@ -172,15 +240,21 @@ def stats() -> None:
             entries = [e for e in catalogue if not e.obsolete]
             done = sum(1 for e in entries if e.msgstr and "fuzzy" not in e.flags)
             prose = sum(1 for e in entries if not nothing_to_translate(e.msgid))
-            print(f"{language}/{po.relative_to(catalogues(language))}: {len(entries)} messages, "
-                  f"{prose} of them prose, {done} translated")
+            print(
+                f"{language}/{po.relative_to(catalogues(language))}: {len(entries)} messages, "
+                f"{prose} of them prose, {done} translated"
+            )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("extract", "update", "check", "stats"))
-    parser.add_argument("--only", default="", help="check: only the catalogues whose path contains this")
-    parser.add_argument("--no-extract", action="store_true", help="check: against _build/gettext as it is")
+    parser.add_argument(
+        "--only", default="", help="check: only the catalogues whose path contains this"
+    )
+    parser.add_argument(
+        "--no-extract", action="store_true", help="check: against _build/gettext as it is"
+    )
     args = parser.parse_args()
     if args.command == "extract":
         extract()

@@ -51,6 +51,52 @@ def _glue_from_the_page():
     i18n.publish_msgstr = publish_msgstr
 
 
+def _captions_translatable():
+    """myst-nb builds a figure's caption from the cell's metadata (mystnb.figure.caption)
+    without its source text, so Sphinx neither extracts nor translates it: the caption is
+    given its MyST source (scripts/i18n.py extract adds captions and alt texts of the
+    notebooks' metadata to each page's catalogue)."""
+    from contextlib import contextmanager
+
+    from docutils import nodes
+    from myst_nb import sphinx_
+
+    original = sphinx_.create_figure_context
+
+    @contextmanager
+    def create_figure_context(self, figure_options, line):
+        with original(self, figure_options, line):
+            yield
+        caption = isinstance(figure_options, dict) and figure_options.get("caption")
+        figures = [n for n in self.current_node.children if isinstance(n, nodes.figure)]
+        if caption and figures:
+            for node in figures[-1].findall(nodes.caption):
+                node.rawsource = str(caption)
+
+    sphinx_.create_figure_context = create_figure_context
+
+
+def _translate_alt_texts(app, doctree, docname):
+    """The alt text of a notebook's figure (mystnb.image.alt) from the page's catalogue."""
+    language = app.config.language
+    if language in (None, "en"):
+        return
+    from docutils import nodes
+    from sphinx.locale import init as init_locale
+    from sphinx.util.i18n import docname_to_domain
+
+    dirs = [str(Path(app.srcdir) / d) for d in app.config.locale_dirs]
+    catalog, found = init_locale(
+        dirs, language, docname_to_domain(docname, app.config.gettext_compact)
+    )
+    if not found:
+        return
+    for node in doctree.findall(nodes.image):
+        alt = node.get("alt")
+        if alt:
+            node["alt"] = catalog.gettext(alt)
+
+
 def switch_url(language: str, student: bool, pagename: str) -> str:
     """The same page in the other language, relative to the page `pagename`."""
     up = "../" * pagename.count("/")
@@ -65,7 +111,14 @@ def _language_switch(app, pagename, templatename, context, doctree):
     language = app.config.book_language
     other = "ko" if language == "en" else "en"
     buttons = context.get("header_buttons", [])
-    at = next((k + 1 for k, b in enumerate(buttons) if b.get("label") == "book-pdf-button"), 0)
+    at = next(
+        (
+            k + 1
+            for k, b in enumerate(buttons)
+            if b.get("label") in ("book-pdf-button", "download-buttons")
+        ),
+        0,
+    )
     buttons.insert(
         at,
         {
@@ -79,8 +132,50 @@ def _language_switch(app, pagename, templatename, context, doctree):
     )
 
 
+# The theme's and extensions' words: locales/<language>/LC_MESSAGES/<catalogue>.po beside
+# the pages' catalogues, kept by hand. Sphinx reads "sphinx" itself (before its own
+# translation); the others are compiled here and put before the extension's own.
+UI_CATALOGUES = ("booktheme", "exercise", "proof")
+SEARCH_TEXT = {"ko": "이 책에서 검색..."}
+
+
+def _ui_catalogues(app):
+    language = app.config.language
+    if language in (None, "en"):
+        return
+    import gettext
+
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+    from sphinx import locale
+
+    folder = Path(app.srcdir) / "locales" / language / "LC_MESSAGES"
+    for domain in UI_CATALOGUES:
+        po = folder / f"{domain}.po"
+        if not po.exists():
+            continue
+        mo = Path(app.doctreedir) / "ui-locales" / language / "LC_MESSAGES" / f"{domain}.mo"
+        mo.parent.mkdir(parents=True, exist_ok=True)
+        with po.open("rb") as source, mo.open("wb") as target:
+            write_mo(target, read_po(source, locale=language))
+        ours = gettext.translation(domain, str(mo.parents[2]), [language])
+        theirs = locale.translators.get(("general", domain))
+        if theirs is not None and type(theirs) is not gettext.NullTranslations:
+            ours.add_fallback(theirs)
+        locale.translators[("general", domain)] = ours
+
+
+def _search_text(app, config):
+    if config.language in SEARCH_TEXT:
+        config.html_theme_options["search_bar_text"] = SEARCH_TEXT[config.language]
+
+
 def setup(app):
+    app.connect("builder-inited", _ui_catalogues)
+    app.connect("config-inited", _search_text)
     app.add_config_value("book_language", "en", "html", types=[str])
     _glue_from_the_page()
+    _captions_translatable()
+    app.connect("doctree-resolved", _translate_alt_texts)
     app.connect("html-page-context", _language_switch, priority=601)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
