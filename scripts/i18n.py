@@ -77,14 +77,22 @@ def extract() -> None:
         catalogue.save(str(pot))
 
 
+_EXERCISE = re.compile(r"^(?:`{3,}|:{3,})\{exercise\}[ \t]+(.+)$", re.M)
+
+
 def figure_texts(notebook: Path) -> list[str]:
     """The captions (mystnb.figure.caption) and alt texts (mystnb.image.alt) of a notebook's
-    figures, in order: myst-nb builds them from cell metadata, where Sphinx's extraction
-    does not look (book/_ext/i18n.py translates them)."""
+    figures, and its exercises' titles, in order: myst-nb builds the first from cell
+    metadata, and a title is a directive's argument, where Sphinx's extraction does not
+    look (book/_ext/i18n.py translates them)."""
     import json
 
     texts = []
     for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "markdown":  # exercises' titles: their directive's argument
+            source = "".join(cell["source"])
+            texts += [t.strip() for t in _EXERCISE.findall(source) if t.strip()]
+            continue
         options = cell.get("metadata", {}).get("mystnb", {})
         for key, field in (("figure", "caption"), ("image", "alt")):
             text = options.get(key, {}).get(field)

@@ -76,6 +76,50 @@ def _captions_translatable():
     sphinx_.create_figure_context = create_figure_context
 
 
+def _page_catalogue(app, docname):
+    """The translations of page `docname` (its catalogue in locales/), or None."""
+    from sphinx.locale import init as init_locale
+    from sphinx.util.i18n import docname_to_domain
+
+    dirs = [str(Path(app.srcdir) / d) for d in app.config.locale_dirs]
+    domain = docname_to_domain(docname, app.config.gettext_compact)
+    catalog, found = init_locale(dirs, app.config.language, domain)
+    return catalog if found else None
+
+
+def _exercise_titles(app):
+    """An exercise's title is its directive's argument, which Sphinx does not extract:
+    scripts/i18n.py extract adds the titles to the page's catalogue, and here each is
+    translated before sphinx-exercise reads it."""
+    from sphinx_exercise import directive
+
+    original = directive.ExerciseDirective.run
+
+    def run(self):
+        if self.arguments and app.config.language not in (None, "en"):
+            catalog = _page_catalogue(app, self.env.docname)
+            if catalog is not None:
+                self.arguments[0] = catalog.gettext(self.arguments[0])
+        return original(self)
+
+    directive.ExerciseDirective.run = run
+
+
+def _toctree_captions(app, doctree):
+    """The parts' captions of the table of contents (_toc.yml), which sphinx-external-toc
+    inserts after Sphinx has translated the page: translated from the page's catalogue."""
+    if app.config.language in (None, "en"):
+        return
+    from sphinx import addnodes
+
+    catalog = None
+    for node in doctree.findall(addnodes.toctree):
+        if node.get("caption"):
+            catalog = catalog or _page_catalogue(app, app.env.docname)
+            if catalog is not None:
+                node["caption"] = catalog.gettext(node["caption"])
+
+
 def _translate_alt_texts(app, doctree, docname):
     """The alt text of a notebook's figure (mystnb.image.alt) from the page's catalogue."""
     language = app.config.language
@@ -176,6 +220,8 @@ def setup(app):
     app.add_config_value("book_language", "en", "html", types=[str])
     _glue_from_the_page()
     _captions_translatable()
+    _exercise_titles(app)
+    app.connect("doctree-read", _toctree_captions)
     app.connect("doctree-resolved", _translate_alt_texts)
     app.connect("html-page-context", _language_switch, priority=601)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
