@@ -712,7 +712,8 @@ def describe_violations(violations: list[dict]) -> str:
 LANGUAGE_JS = """() => {
   const link = document.querySelector('a.btn-language-switch');
   const skip = 'pre, code, kbd, samp, .highlight, .cell_output, .output, mjx-container, .math, ' +
-               'script, style, .bibliography, .citation, .footnote, .explorer';
+               'script, style, .bibliography, .citation, .footnote, .explorer, [lang=en], ' +
+               '.glossary-terms td:first-child';
   const prose = [];
   for (const el of document.querySelectorAll(
       'article p, article li, article h1, article h2, article h3, article h4, article figcaption, ' +
