@@ -6,11 +6,13 @@ needs, read from the same page loads (tests/site/pages.py, `LoadedPage.language`
 
 - No English sentence is left in the prose a reader reads (paragraphs, headings, list
   items, captions, table cells, admonition titles of the article; maths, code, outputs,
-  the bibliography and citations left out). The allowance, stated: words in parentheses
-  (the English term after its Korean one, "층 정규화(layer normalization)", a paper's
-  title), and runs of fewer than `WORDS_IN_A_SENTENCE` Latin words (names: "Vaswani 외",
+  the bibliography and citations left out). The allowance, stated: an English term of at
+  most `WORDS_IN_A_GLOSS` words in parentheses right after its Korean one or after an
+  acronym ("층 정규화(layer normalization)", "ALiBi (Attention with Linear Biases)"),
+  and runs of fewer than `WORDS_IN_A_SENTENCE` Latin words (names: "Vaswani 외",
   "PyTorch", "Hugging Face"). A block with no Hangul at all and two Latin words or more
-  outside parentheses is English too (a heading "Four properties" left untranslated).
+  is English too (a heading "Four properties" left untranslated); so is an exercise's
+  title left in English ("연습 문제 1.1 (Warm-up: softmax by hand)": not a gloss).
 - Korean text is drawn in a font that has Korean glyphs (no missing-glyph boxes): the
   fonts Chromium drew each checked element's own text with, by DevTools, hold at least
   as many glyphs of a Korean-capable font as the text has Hangul syllables.
@@ -31,7 +33,10 @@ pytestmark = pytest.mark.browser
 
 KOREAN = ["ko", "ko_student"]
 WORDS_IN_A_SENTENCE = 5
-_PARENTHESES = re.compile(r"\([^()]*\)|“[^”]*”|\"[^\"]*\"")
+WORDS_IN_A_GLOSS = 5
+_PARENTHESIS = re.compile(r"\(([^()]*)\)")
+# what may come right before a gloss: Hangul (and a space at most) or an acronym (RoPE, MoE)
+_BEFORE_GLOSS = re.compile(r"(?:[\uac00-\ud7a3] ?|\b[A-Z][A-Za-z]*[A-Z]\w* ?)$")
 _LATIN_RUN = re.compile(r"[A-Za-z][\w'’.-]*(?:[ ,:;]+[A-Za-z][\w'’.-]*)*")
 _HANGUL = re.compile("[\uac00-\ud7a3]")
 # Families with Korean glyphs: Noto Sans/Serif CJK (Debian's fonts-noto-cjk), Noto Sans
@@ -41,11 +46,20 @@ _KOREAN_FONT = re.compile(r"CJK|\bKR\b|Korean|Nanum|Gothic|Malgun|Apple SD", re.
 
 def english_left(text: str) -> list[str]:
     """The English of one block of prose beyond the allowance (see the module)."""
-    bare = text
-    while _PARENTHESES.search(bare):
-        bare = _PARENTHESES.sub(" ", bare)
+    def gloss(match: re.Match) -> str:
+        short = len(re.findall(r"[A-Za-z][\w'’.-]*", match.group(1))) <= WORDS_IN_A_GLOSS
+        after_term = _BEFORE_GLOSS.search(text[: match.start()])
+        return " " if short and after_term else match.group(0)
+
+    bare = _PARENTHESIS.sub(gloss, text)
     runs = [m.group(0) for m in _LATIN_RUN.finditer(bare)]
     long = [r for r in runs if len(re.findall(r"[A-Za-z][\w'’.-]*", r)) >= WORDS_IN_A_SENTENCE]
+    # an English phrase in parentheses that glosses nothing (an exercise's title left)
+    long += [
+        m.group(0)
+        for m in _PARENTHESIS.finditer(bare)
+        if not _HANGUL.search(m.group(1)) and len(re.findall(r"[A-Za-z]{2,}", m.group(1))) >= 3
+    ]
     if long:
         return long
     if not _HANGUL.search(text) and sum(len(re.findall(r"[A-Za-z]{2,}", r)) for r in runs) >= 2:
@@ -56,11 +70,12 @@ def english_left(text: str) -> list[str]:
 def test_the_english_check_finds_english_and_allows_what_it_states():
     assert english_left("The largest logit receives 0.62 of the probability.")
     assert english_left("Four properties")
+    assert english_left("연습 문제 1.1 (Warm-up: softmax by hand)")
+    assert not english_left("ALiBi (Attention with Linear Biases)는 거리에 비례하는 벌점을 준다.")
     assert english_left("소프트맥스는 점수를 확률로 바꾼다. It is smooth and easy to use here.")
     assert not english_left("소프트맥스는 점수를 확률로 바꾼다.")
-    assert not english_left(
-        "층 정규화(layer normalization of every token in the batch)는 평균을 뺀다."
-    )
+    assert not english_left("층 정규화(layer normalization)는 평균을 뺀다.")
+    assert english_left("층 정규화(layer normalization of every token in the batch)는 평균을 뺀다.")
     assert not english_left("Vaswani 외가 제안한 Transformer의 어텐션")
     assert not english_left("PyTorch와 Hugging Face transformers로 확인한다.")
     assert not english_left("Colab")
