@@ -14,8 +14,9 @@ Usage: python scripts/exercise.py notebooks/NN_x.ipynb          (make exercise N
 4. then two lanes side by side (each on one core, each step's output printed whole):
    - strict nbval of the chapter (a second execution: the stored outputs come back every
      time), then `checks` (the self-checks' tests, tests/test_exercises.py, the editions'
-     tests; the staleness test of the Colab edition is left out, since step 3 has just
-     written it with the same builder), then `lint`;
+     tests, with tests/test_repository.py, test_glue_cells.py and test_outputs_portable.py;
+     the staleness test of the Colab edition is left out, since step 3 has just written it
+     with the same builder), then `lint`;
    - the book's HTML (an incremental build), then the browser tests of the chapter's page
      (tests/site/test_site.py narrowed with -k to the page: raw TeX, alt text, axe-core,
      figures, equations, explorers).
@@ -41,6 +42,9 @@ PYTEST = [PY, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts="]
 # One thread each for the linear algebra, as scripts/run_tests.py (the lanes share 2 cores).
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 STALE = "tests/test_colab_edition.py::test_the_committed_edition_is_current"
+# Beside `make checks`: install cells, links and file names; glue cells; no stored output
+# printing a negative zero (15 s together, of `make unit`'s 700).
+MORE = ["tests/test_repository.py", "tests/test_glue_cells.py", "tests/test_outputs_portable.py"]
 
 
 def steps_for(nb: str) -> dict[str, list[list[str]]]:
@@ -55,7 +59,7 @@ def steps_for(nb: str) -> dict[str, list[list[str]]]:
             [*PYTEST, "--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", nb],
         ],
         "checks": [
-            [*PYTEST, "-n", "2", *checks_files(), "--deselect", STALE, "--durations=5"],
+            [*PYTEST, "-n", "2", *checks_files(), *MORE, "--deselect", STALE, "--durations=5"],
         ],
         "lint": [[PY, "scripts/run_tests.py", "lint"]],
         "html": [[PY, "scripts/book.py"]],
