@@ -9,10 +9,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html book/_templates/*/*.html) \
+BOOK_SOURCES := _config.yml _toc.yml $(wildcard locales/*/LC_MESSAGES/*.po locales/*/LC_MESSAGES/*/*.po) $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html book/_templates/*/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py scripts/grade.py
 
-.PHONY: help book student pages pdf pdf-check screenshots grade marks gradescope test test-full lint unit checks nbval html browser colab portable workflows linkcheck execute edition clean exercise page lab grade-chapter
+.PHONY: help book student pages translations pdf pdf-check screenshots grade marks gradescope test test-full lint unit checks nbval html browser colab portable workflows linkcheck execute edition clean exercise page lab grade-chapter
 
 # `make help` lists every target with its line: the `##` comment after the target's name.
 help:  ## list every target with one line each
@@ -49,19 +49,31 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The book in English (_build/html) and in Korean (_build/ko/_build/html, book/_ext/i18n.py).
 _build/html/.built: $(BOOK_SOURCES) $(BIN)/.book-installed node_modules/.installed
 	$(PY) scripts/book.py
+	$(PY) scripts/book.py --lang ko
 	touch $@
 
 # The student edition: the same book with every solution removed.
-student: $(BIN)/.book-installed node_modules/.installed  ## build the student edition (no solutions) into _build/student
+student: $(BIN)/.book-installed node_modules/.installed  ## build the student edition (no solutions) into _build/student, in Korean into _build/ko/student
 	$(PY) scripts/book.py --student
+	$(PY) scripts/book.py --student --lang ko
 	@echo "Student edition: $(CURDIR)/_build/student/_build/html/index.html"
+	@echo "In Korean: $(CURDIR)/_build/ko/student/_build/html/index.html"
 
 # The site as GitHub Pages publishes it (.github/workflows/pages.yml): the book in
-# _build/pages, the student edition in _build/pages/student/.
-pages: book student  ## the site as published: the book and the student edition in _build/pages
+# _build/pages, the student edition in _build/pages/student/, the Korean book in
+# _build/pages/ko/ and its student edition in _build/pages/ko/student/.
+pages: book student  ## the site as published: both books and both student editions in _build/pages
 	$(PY) scripts/book.py --pages _build/pages
+
+# The Korean edition's catalogues after an edit of the English text: the text extracted again
+# and merged into locales/ko/LC_MESSAGES/ (a changed paragraph keeps its old translation,
+# marked fuzzy, until it is updated); then `$(PY) scripts/i18n.py check` lists what to do.
+translations: $(BIN)/.book-installed  ## re-extract the English text into the Korean catalogues (locales/ko)
+	$(PY) scripts/i18n.py update
+	$(PY) scripts/i18n.py check --no-extract || true
 
 # The book as PDF, both editions, printed from their HTML by Chromium (scripts/pdf.py;
 # Debian's chromium and fonts-lmodern are installed when missing):

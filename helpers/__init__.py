@@ -19,6 +19,7 @@ from helpers.circuits import (
 from helpers.cost import AttentionCost, attention_cost, kv_cache_bytes
 from helpers.flash import flash_attention, flash_attention_backward, online_softmax_merge
 from helpers.glue import glue
+from helpers.i18n import get_language, set_language
 from helpers.kv_cache import KVCache, attention_decoder, init_attention_decoder
 from helpers.linear_attention import (
     favor_features,
@@ -135,6 +136,8 @@ __all__ = [
     "gelu",
     "gelu_tanh",
     "glue",
+    "get_language",
+    "set_language",
     "gpt2_forward",
     "gpt2_generate",
     "gpt2_params_from_hf",

@@ -173,19 +173,40 @@ def strip_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 STUDENT_NOTEBOOKS = "editions/student"  # what the student edition's launch buttons open
 
 
-def stage_student_edition(stage: Path) -> Path:
+TITLES = {"en": ("", " (student edition)"), "ko": ("어텐션과 트랜스포머의 수학", " (학생판)")}
+
+
+def edition_config(language: str, student: bool) -> dict:
+    """_config.yml for one edition: the Korean one is the same book with `language: ko`
+    (its text comes from locales/ko/LC_MESSAGES, book/_ext/i18n.py)."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    title, suffix = TITLES[language]
+    config["title"] = (title or config["title"]) + (suffix if student else "")
+    sphinx = config["sphinx"].setdefault("config", {})
+    if language != "en":
+        sphinx["language"] = language
+        sphinx["book_language"] = language
+    # Jupyter Book finds local extensions relative to the configuration file, which a
+    # Korean build writes elsewhere.
+    extensions = config["sphinx"].get("local_extensions", {})
+    for name, folder in extensions.items():
+        extensions[name] = str(ROOT / folder)
+    return config
+
+
+def stage_student_edition(stage: Path, language: str = "en") -> Path:
     """Copy the book's sources to `stage`, with every solution removed; its Colab and
     Binder buttons open the student notebooks (editions/student/)."""
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    config["title"] += " (student edition)"
+    config = edition_config(language, student=True)
     config["sphinx"].setdefault("config", {})["book_launch_edition"] = STUDENT_NOTEBOOKS
     # "Edit on GitHub" would open the chapter's source notebook, solutions included.
     config.setdefault("html", {})["use_edit_page_button"] = False
     (stage / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False))
     shutil.copy(ROOT / "_toc.yml", stage)
     shutil.copytree(ROOT / "book", stage / "book")
+    shutil.copytree(ROOT / "locales", stage / "locales", ignore=shutil.ignore_patterns("*.mo"))
     (stage / "notebooks").mkdir()
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         nbformat.write(
@@ -222,13 +243,20 @@ def site_code_digest() -> str:
     return digest.hexdigest()
 
 
-def build(student: bool) -> Path:
+def build(student: bool, language: str = "en") -> Path:
     # Jupyter Book writes to PATH_OUTPUT/_build/html.
-    source, out = ROOT, ROOT
-    if student:
-        out = ROOT / "_build" / "student"
-        source = stage_student_edition(out / "source")
+    source, out = ROOT, edition_root(language, student)
     args = ["build", str(source), "--builder", "html", "-W", "-n", "--keep-going"]
+    if student:
+        source = stage_student_edition(out / "source", language)
+        args[1] = str(source)
+    elif language != "en":
+        out.mkdir(parents=True, exist_ok=True)
+        config = out / "_config.yml"
+        config.write_text(
+            yaml.safe_dump(edition_config(language, False), allow_unicode=True, sort_keys=False)
+        )
+        args += ["--config", str(config)]
     args += ["--path-output", str(out)]
     html = out / "_build" / "html"
     stamp, digest = html / ".site-code", site_code_digest()
@@ -243,27 +271,51 @@ def build(student: bool) -> Path:
     return html
 
 
+def edition_root(language: str, student: bool) -> Path:
+    """Where Jupyter Book writes an edition (its HTML is in _build/html below it)."""
+    root = ROOT if language == "en" else ROOT / "_build" / language
+    return (
+        root / "_build" / "student"
+        if (student and language == "en")
+        else (root / "student" if student else root)
+    )
+
+
 BOOK_HTML = ROOT / "_build" / "html"
 STUDENT_HTML = ROOT / "_build" / "student" / "_build" / "html"
+KO_HTML = ROOT / "_build" / "ko" / "_build" / "html"
+KO_STUDENT_HTML = ROOT / "_build" / "ko" / "student" / "_build" / "html"
 STUDENT_PATH = "student"  # where the student edition is published, beside the book
+KO_PATH = "ko"  # where the Korean book is published, beside the English one
 
 
 def assemble_pages(target: Path) -> Path:
-    """The site as published: the book in `target`, the student edition in target/student/."""
-    for html, command in ((BOOK_HTML, "make book"), (STUDENT_HTML, "make student")):
+    """The site as published: the book in `target`, the student edition in target/student/,
+    the Korean book in target/ko/ and its student edition in target/ko/student/."""
+    editions = (
+        (BOOK_HTML, "", "make book"),
+        (STUDENT_HTML, STUDENT_PATH, "make student"),
+        (KO_HTML, KO_PATH, "make book"),
+        (KO_STUDENT_HTML, f"{KO_PATH}/{STUDENT_PATH}", "make student"),
+    )
+    for html, _, command in editions:
         if not (html / "index.html").exists():
             sys.exit(f"{html.relative_to(ROOT)} is not built: run `{command}` first")
-    if (BOOK_HTML / STUDENT_PATH).exists():
-        sys.exit(f"the book has its own {STUDENT_PATH}/: the student edition cannot go there")
+    for html, _, _ in editions[:3:2]:
+        if (html / STUDENT_PATH).exists() or (html / KO_PATH).exists():
+            sys.exit(
+                f"{html} has its own {STUDENT_PATH}/ or {KO_PATH}/: an edition cannot go there"
+            )
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(BOOK_HTML, target)
-    shutil.copytree(STUDENT_HTML, target / STUDENT_PATH)
+    for html, path, _ in editions:
+        shutil.copytree(html, target / path, dirs_exist_ok=True)
     return target
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--student", action="store_true", help="build without solutions")
+    parser.add_argument("--lang", default="en", choices=("en", "ko"), help="the edition's language")
     parser.add_argument(
         "--pages", type=Path, metavar="DIR", help="put both built editions into DIR, as published"
     )
@@ -272,7 +324,7 @@ def main() -> int:
         site = assemble_pages(args.pages.resolve())
         print(f"Site: {site / 'index.html'}; student edition: {site / STUDENT_PATH / 'index.html'}")
         return 0
-    html = build(args.student)
+    html = build(args.student, args.lang)
     print(f"HTML: {html / 'index.html'}")
     return 0
 

@@ -4,9 +4,10 @@ Usage: python scripts/run_tests.py [STEP ...] [NOTEBOOK ...]
        (no STEP: all of them but `checks` and `portable`, in this order; `checks` is part
        of `unit`)
 
-Steps: lint, workflows, unit, nbval, html (both editions, and the site as published, in
-_build/pages), browser (the built site, both editions), pdf (both editions printed to
-_build/pdf and checked against the site), colab (the Colab and student notebooks on
+Steps: lint, workflows, unit, nbval, html (the Korean catalogues checked, both editions in
+English and in Korean, and the site as published, in _build/pages), browser (the built
+site, every edition), pdf (the two English editions printed to _build/pdf and checked
+against the site), colab (the Colab and student notebooks on
 Colab's versions); and, not in `make test`, checks (the self-checks' tests, the exercises
 and the editions' staleness tests: the quick loop after a change to helpers/checks) and
 portable (strict nbval with the random draws perturbed, the weekly workflow's check that
@@ -233,12 +234,16 @@ def sh_together(*commands: list[str | Path]) -> bool:
 
 
 def html() -> bool:
-    """Both editions (each Sphinx build uses one core, so the two run side by side), and
-    the site as published (the student edition under student/), which the browser tests
-    open."""
+    """The Korean edition's catalogues checked against the English (scripts/i18n.py check:
+    nothing untranslated, fuzzy or stale), every edition built (each Sphinx build uses one
+    core, so two run side by side: the book and its student edition in English, then in
+    Korean), and the site as published (student/, ko/ and ko/student/ beside the book),
+    which the browser tests open."""
     book = [sys.executable, ROOT / "scripts" / "book.py"]
+    translations = sh(sys.executable, ROOT / "scripts" / "i18n.py", "check")
     ok = sh_together(book, [*book, "--student"])
-    return ok and sh(*book, "--pages", PAGES)
+    ok &= sh_together([*book, "--lang", "ko"], [*book, "--student", "--lang", "ko"])
+    return translations and ok and sh(*book, "--pages", PAGES)
 
 
 def browser() -> bool:

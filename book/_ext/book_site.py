@@ -204,6 +204,8 @@ def _light_pictures(app, pagename, templatename, context, doctree):
 
 
 def _book_pdf_button(app, pagename, templatename, context, doctree):
+    if getattr(app.config, "book_language", "en") != "en":
+        return  # the PDFs are printed from the English editions only (scripts/pdf.py)
     pdf = "attention-book-student.pdf" if app.tags.has("student") else "attention-book.pdf"
     buttons = context.get("header_buttons", [])
     at = next((k + 1 for k, b in enumerate(buttons) if b.get("label") == "download-buttons"), 0)

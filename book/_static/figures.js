@@ -19,6 +19,18 @@
   "use strict";
 
   const SHOWN_BELOW = 0.9; // of the natural width: the button appears
+  // The viewer's words in the page's language (the Korean edition: book/_ext/i18n.py).
+  const WORDS = {
+    en: {
+      enlarged: "Enlarged figure", zoomOut: "Zoom out", fit: "Fit", zoomIn: "Zoom in", close: "Close",
+      stage: "Figure at full size: scroll with the arrow keys", enlarge: "Enlarge", enlargeLabel: "Enlarge the figure",
+    },
+    ko: {
+      enlarged: "확대한 그림", zoomOut: "축소", fit: "맞춤", zoomIn: "확대", close: "닫기",
+      stage: "원래 크기의 그림: 화살표 키로 움직인다", enlarge: "확대", enlargeLabel: "그림 확대",
+    },
+  };
+  const T = WORDS[document.documentElement.lang] || WORDS.en;
   let dialog, stage, placeholder, moved, opener, natural, scale;
 
   function naturalWidth(img) {
@@ -36,16 +48,16 @@
   function makeDialog() {
     dialog = document.createElement("dialog");
     dialog.className = "figure-viewer";
-    dialog.setAttribute("aria-label", "Enlarged figure");
+    dialog.setAttribute("aria-label", T.enlarged);
     dialog.innerHTML =
       '<div class="figure-viewer-bar">' +
-      '<button type="button" data-zoom="out" aria-label="Zoom out">\u2212</button>' +
-      '<button type="button" data-zoom="fit">Fit</button>' +
-      '<button type="button" data-zoom="in" aria-label="Zoom in">+</button>' +
-      '<button type="button" data-zoom="close" class="figure-viewer-close">Close</button>' +
+      `<button type="button" data-zoom="out" aria-label="${T.zoomOut}">\u2212</button>` +
+      `<button type="button" data-zoom="fit">${T.fit}</button>` +
+      `<button type="button" data-zoom="in" aria-label="${T.zoomIn}">+</button>` +
+      `<button type="button" data-zoom="close" class="figure-viewer-close">${T.close}</button>` +
       "</div>" +
       '<div class="figure-viewer-stage" tabindex="0" role="group" ' +
-      'aria-label="Figure at full size: scroll with the arrow keys"></div>';
+      `aria-label="${T.stage}"></div>`;
     stage = dialog.querySelector(".figure-viewer-stage");
     dialog.addEventListener("click", (event) => {
       const button = event.target.closest("button[data-zoom]");
@@ -130,8 +142,8 @@
     const button = document.createElement("button");
     button.type = "button";
     button.className = "figure-zoom";
-    button.innerHTML = '<i class="fa-solid fa-expand" aria-hidden="true"></i> Enlarge';
-    button.setAttribute("aria-label", "Enlarge the figure");
+    button.innerHTML = `<i class="fa-solid fa-expand" aria-hidden="true"></i> ${T.enlarge}`;
+    button.setAttribute("aria-label", T.enlargeLabel);
     button.addEventListener("click", () => open(img, button));
     img.addEventListener("click", (event) => {
       if (!holder.classList.contains("figure-zoomable") || dialog?.contains(img)) return;

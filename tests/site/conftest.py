@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import serve_directory
-from tests.site.pages import HTML, PAGES, PUBLISHED, STUDENT, LoadedPage, load
+from tests.site.pages import HTML, KO, KO_STUDENT, PAGES, PUBLISHED, STUDENT, LoadedPage, load
 
 HERE = Path(__file__).parent
 # Where each process of the session (the one pytest started, or each of its pytest-xdist
@@ -133,6 +133,25 @@ def student_site():
         pytest.fail("no published site in _build/pages: run `make pages` (make test does)")
     with serve_directory(PUBLISHED) as url:
         yield f"{url}/student"
+
+
+@pytest.fixture(scope="session")
+def ko_site():
+    """The base URL of the Korean book, served within the whole published site (its link to
+    each page in English leads there)."""
+    if not (KO / "index.html").exists():
+        pytest.fail("no Korean book in _build/pages/ko: run `make pages` (make test does)")
+    with serve_directory(PUBLISHED) as url:
+        yield f"{url}/ko"
+
+
+@pytest.fixture(scope="session")
+def ko_student_site():
+    """The base URL of the Korean student edition, within the whole published site."""
+    if not (KO_STUDENT / "index.html").exists():
+        pytest.fail("no Korean student edition in _build/pages/ko/student: run `make pages`")
+    with serve_directory(PUBLISHED) as url:
+        yield f"{url}/ko/student"
 
 
 @pytest.fixture(scope="session")

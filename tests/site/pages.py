@@ -37,6 +37,12 @@ from tests.conftest import ROOT
 HTML = ROOT / "_build" / "html"  # the book
 PUBLISHED = ROOT / "_build" / "pages"  # the site as published: the book, student/ beside it
 STUDENT = PUBLISHED / "student"
+KO = PUBLISHED / "ko"  # the Korean book (book/_ext/i18n.py), and its student edition below it
+KO_STUDENT = KO / "student"
+# The English book and its Korean edition: test_site.py runs every page-level check on both
+# (test_student_site.py on both student editions).
+BOOKS = ["book", "ko"]
+STUDENTS = ["student", "ko_student"]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ["light", "dark"]
@@ -50,6 +56,8 @@ LOAD_MS = 90_000
 SHOTS = {
     "book": ROOT / "_build" / "screenshots",
     "student": ROOT / "_build" / "screenshots" / "student",
+    "ko": ROOT / "_build" / "screenshots" / "ko",
+    "ko_student": ROOT / "_build" / "screenshots" / "ko" / "student",
 }
 
 
@@ -697,6 +705,63 @@ def describe_violations(violations: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# The page's language, its link to the same page in the other language, and the prose a
+# reader reads (paragraphs, headings, list items, captions, table cells, admonition and
+# exercise titles of the article, maths and code left out) for the Korean pages' check
+# that no English sentence is left.
+LANGUAGE_JS = """() => {
+  const link = document.querySelector('a.btn-language-switch');
+  const skip = 'pre, code, kbd, samp, .highlight, .cell_output, .output, mjx-container, .math, ' +
+               'script, style, .bibliography, .citation, .footnote, .explorer, [lang=en], ' +
+               '.glossary-terms td:first-child';
+  const prose = [];
+  for (const el of document.querySelectorAll(
+      'article p, article li, article h1, article h2, article h3, article h4, article figcaption, ' +
+      'article caption, article th, article td, article dt, article .admonition-title')) {
+    if (el.closest(skip)) continue;
+    const clone = el.cloneNode(true);
+    clone.querySelectorAll(skip + ', ul, ol').forEach(e => e.remove());
+    const text = clone.textContent.replace(/\\s+/g, ' ').trim();
+    if (text) prose.push(text);
+  }
+  return {lang: document.documentElement.lang, switch: link ? link.href : null,
+          switchTarget: link ? link.getAttribute('target') : null, prose};
+}"""
+
+
+def korean_fonts(page) -> list[dict]:
+    """For the first elements of the page with Korean text of their own (the title, the
+    sidebar's first links, the article's first paragraphs): how many Hangul syllables their
+    own text holds, and the fonts Chromium drew that text with (DevTools'
+    CSS.getPlatformFontsForNode: the fonts of an element's child text nodes, with the
+    number of glyphs drawn in each)."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    found = []
+    for selector in ("article h1", "nav.bd-docs-nav a", "article p"):
+        ids = cdp.send("DOM.querySelectorAll", {"nodeId": root, "selector": selector})["nodeIds"]
+        for node in ids[:6]:
+            children = cdp.send("DOM.describeNode", {"nodeId": node, "depth": 1})["node"]
+            own = "".join(
+                c.get("nodeValue", "")
+                for c in children.get("children", [])
+                if c.get("nodeType") == 3
+            )
+            hangul = len(HANGUL.findall(own))
+            if hangul:
+                fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+                found.append(
+                    {"selector": selector, "text": own[:40], "hangul": hangul, "fonts": fonts}
+                )
+    cdp.detach()
+    return found
+
+
+HANGUL = re.compile("[\uac00-\ud7a3]")
+
+
 @dataclass
 class LoadedPage:
     """What one page (edition) showed in one theme; see `load`."""
@@ -731,6 +796,7 @@ class LoadedPage:
     reader_code: list[list[str]] = field(default_factory=list)  # READER_CODE_JS
     phone_figures: list[dict] = field(default_factory=list)  # viewer checks at PHONE width
     phone_cues: list[dict] = field(default_factory=list)  # CUES_JS at PHONE width
+    language: dict = field(default_factory=dict)  # LANGUAGE_JS and the fonts of Korean text
     # (context, page, record) of a page kept open (`keep_open`), closed by tests/site/conftest.py
     live: tuple | None = None
 
@@ -812,12 +878,15 @@ def load(browser, site: str, edition: str, doc: str) -> dict[str, LoadedPage]:
         result.figures = page.evaluate(FIGURES_JS)  # solutions open too, at DESKTOP width
         result.ids = page.evaluate(IDS_JS)
         result.reader_code = page.evaluate(READER_CODE_JS)
+        result.language = page.evaluate(LANGUAGE_JS)
+        if result.language["lang"] == "ko":
+            result.language["fonts"] = korean_fonts(page)
 
         switch_theme(page, "dark")
         dark = dataclasses.replace(result, scheme="dark", axe=[])
         theme_dependent(dark, "__dark")
         dark.dark_figures = page.evaluate(DARK_FIGURES_JS)
-        if edition == "book":
+        if edition in BOOKS:
             dark.axe = run_axe(page)
         switch_theme(page, "light")
 

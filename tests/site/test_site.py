@@ -26,6 +26,7 @@ import pytest
 
 from tests.site.conftest import COLLECTED, group_of
 from tests.site.pages import (
+    BOOKS,
     CHAPTERS,
     CONFIG,
     FIGURES_JS,
@@ -53,6 +54,13 @@ from tests.site.pages import (
 
 pytestmark = pytest.mark.browser
 
+
+def pytest_generate_tests(metafunc):
+    """Every page-level check runs on the English edition and on its Korean edition."""
+    if "edition" in metafunc.fixturenames:
+        metafunc.parametrize("edition", BOOKS)
+
+
 SHOTS = SHOTS["book"]
 
 
@@ -77,8 +85,8 @@ def test_raw_tex_pattern_catches_what_it_must():
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("doc", PAGES)
-def test_no_raw_tex_anywhere_on_the_page(loaded, doc, scheme):
-    chunks = loaded("book", doc, scheme).text
+def test_no_raw_tex_anywhere_on_the_page(loaded, edition, doc, scheme):
+    chunks = loaded(edition, doc, scheme).text
     assert len(chunks) > 10 and len(chunks[0][1]) > 200, f"{doc}: no text found"
     found = raw_tex(chunks)
     assert not found, f"{doc}: raw TeX visible ({len(found)}):\n" + "\n".join(found[:20])
@@ -86,11 +94,11 @@ def test_no_raw_tex_anywhere_on_the_page(loaded, doc, scheme):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("doc", PAGES)
-def test_no_serious_accessibility_violations(loaded, doc, scheme):
+def test_no_serious_accessibility_violations(loaded, edition, doc, scheme):
     """axe-core on the finished page (formulas typeset, explorers wired) with every
     collapsed solution open, so that the code and outputs inside are checked too (a box
     that scrolls sideways needs keyboard focus), in both themes."""
-    page = loaded("book", doc, scheme)
+    page = loaded(edition, doc, scheme)
     serious = [v for v in page.axe if v["impact"] in ("serious", "critical")]
     assert not serious, f"{doc} ({scheme}): axe-core found:\n{describe_violations(serious)}"
     if doc in CHAPTERS:
@@ -99,10 +107,10 @@ def test_no_serious_accessibility_violations(loaded, doc, scheme):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("doc", PAGES)
-def test_what_frames_the_text(loaded, doc, scheme):
+def test_what_frames_the_text(loaded, edition, doc, scheme):
     """No empty output block (a bar under an explorer), one search field, a favicon that
     is served, and no response of status 400 or above (a 404) while the page loads."""
-    page = loaded("book", doc, scheme)
+    page = loaded(edition, doc, scheme)
     furniture = page.furniture
     assert not furniture["empty_outputs"], (
         f"{doc}: empty output blocks {furniture['empty_outputs']}"
@@ -113,22 +121,22 @@ def test_what_frames_the_text(loaded, doc, scheme):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_every_display_equation_fits_a_laptop_and_scrolls_on_a_phone(loaded, doc):
+def test_every_display_equation_fits_a_laptop_and_scrolls_on_a_phone(loaded, edition, doc):
     """At 1366 wide no display equation is wider than its box (long ones are broken over
     aligned lines), solutions open included; on a 390-wide phone a wider one scrolls
     sideways and is reachable from the keyboard."""
-    page = loaded("book", doc, "light")
+    page = loaded(edition, doc, "light")
     assert not page.wide_equations, f"{doc}: equations cut at 1366 wide: {page.wide_equations}"
     stuck = [e for e in page.phone_equations if not (e["scrollable"] and e["focusable"])]
     assert not stuck, f"{doc}: on a phone, equations that cannot be scrolled to: {stuck}"
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_no_output_runs_off_the_edge(loaded, doc):
+def test_no_output_runs_off_the_edge(loaded, edition, doc):
     """Code cell outputs wrap to the column at 1366 wide, solutions open (as in Jupyter and
     Colab); there and on a 390-wide phone no output or `pre` is wider than its box unless
     that box scrolls sideways and takes keyboard focus (a long line of code does)."""
-    page = loaded("book", doc, "light")
+    page = loaded(edition, doc, "light")
     for width, fit in ((1366, page.fit), (390, page.phone_fit)):
         assert fit["boxes"] > 0 or doc not in CHAPTERS, f"{doc}: no output found"
         off = [r for r in fit["runs_off"] if r["kind"] != "table"]
@@ -138,10 +146,10 @@ def test_no_output_runs_off_the_edge(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_every_table_fits_or_scrolls_and_no_caption_is_cut(loaded, doc):
+def test_every_table_fits_or_scrolls_and_no_caption_is_cut(loaded, edition, doc):
     """At 1366 wide and on a 390-wide phone every table fits its column or scrolls
     sideways in a box that takes keyboard focus, and every caption is whole in view."""
-    page = loaded("book", doc, "light")
+    page = loaded(edition, doc, "light")
     for width, fit in ((1366, page.fit), (390, page.phone_fit)):
         tables = [r for r in fit["runs_off"] if r["kind"] == "table"]
         assert not tables, f"{doc} at {width} wide: tables cut: {tables}"
@@ -149,20 +157,20 @@ def test_every_table_fits_or_scrolls_and_no_caption_is_cut(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_no_punctuation_alone_at_the_start_of_a_line(loaded, doc):
+def test_no_punctuation_alone_at_the_start_of_a_line(loaded, edition, doc):
     """A full stop or comma after an inline formula stays on the formula's line, at 1366
     wide (solutions open) and on a 390-wide phone."""
-    page = loaded("book", doc, "light")
+    page = loaded(edition, doc, "light")
     for width, fit in ((1366, page.fit), (390, page.phone_fit)):
         assert not fit["punctuation"], f"{doc} at {width} wide: {fit['punctuation']}"
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_no_inline_formula_or_code_is_cut(loaded, doc):
+def test_no_inline_formula_or_code_is_cut(loaded, edition, doc):
     """An inline formula wider than its line (on a phone) scrolls sideways in its box and
     takes keyboard focus, instead of being clipped; inline code longer than a line (a
     self-check call in an exercise) breaks instead of running past the exercise's box."""
-    page = loaded("book", doc, "light")
+    page = loaded(edition, doc, "light")
     for width, fit in ((1366, page.fit), (390, page.phone_fit)):
         assert not fit["formulas"], f"{doc} at {width} wide: formulas cut: {fit['formulas']}"
         assert not fit["inline_code"], f"{doc} at {width} wide: code cut: {fit['inline_code']}"
@@ -235,12 +243,12 @@ def test_fit_checks_find_what_they_must(browser):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_every_figure_text_is_legible_at_1366(loaded, doc):
+def test_every_figure_text_is_legible_at_1366(loaded, edition, doc):
     """Every figure's smallest text, computed from the figure's width in inches and its
     smallest font size (recorded in each PNG when it was made, every explorer frame
     included) and the width the image is shown at in the 686 px column at 1366 wide, is
     at least MIN_TEXT_PX (9) CSS pixels tall, solutions open included."""
-    check_figure_text(loaded("book", doc, "light"))
+    check_figure_text(loaded(edition, doc, "light"))
 
 
 def _figure_img(font_pt: float, explorer: bool = False, record: bool = True) -> str:
@@ -341,8 +349,8 @@ def test_axe_with_solutions_open_audits_what_opening_revealed(browser):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("doc", PAGES)
-def test_every_image_has_alternative_text(loaded, doc, scheme):
-    images = loaded("book", doc, scheme).images
+def test_every_image_has_alternative_text(loaded, edition, doc, scheme):
+    images = loaded(edition, doc, scheme).images
     bad = images_without_alt(images)
     assert not bad, f"{doc}: images without alternative text: {bad}"
     if doc in CHAPTERS:
@@ -426,8 +434,8 @@ def test_explorers_work_from_the_keyboard(loaded, doc):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("doc", PAGES)
-def test_page_loads_typesets_and_shows_images(loaded, doc, scheme):
-    page = loaded("book", doc, scheme)
+def test_page_loads_typesets_and_shows_images(loaded, edition, doc, scheme):
+    page = loaded(edition, doc, scheme)
     mathjax = page.mathjax
     assert not page.console_errors, f"{doc}: console errors: {page.console_errors}"
     assert not page.external, f"{doc}: the page asked for other hosts: {page.external}"
@@ -447,24 +455,24 @@ def test_pages_have_formulas():
 
 
 @pytest.mark.parametrize("doc", CHAPTERS)
-def test_colab_button_points_at_this_chapter(loaded, doc):
+def test_colab_button_points_at_this_chapter(loaded, edition, doc):
     """The Colab and Binder buttons open the chapter's Colab edition (editions/colab/)."""
     repo = urlparse(CONFIG["repository"]["url"]).path.strip("/")
     branch = CONFIG["repository"]["branch"]
-    edition = f"editions/colab/{doc.removeprefix('notebooks/')}.ipynb"
-    expected = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{edition}"
-    binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{edition}"
-    page = loaded("book", doc)
+    notebook = f"editions/colab/{doc.removeprefix('notebooks/')}.ipynb"
+    expected = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}"
+    binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{notebook}"
+    page = loaded(edition, doc)
     assert page.colab_links == [expected]
     assert page.binder_links == [binder]
-    assert (ROOT / edition).exists()
+    assert (ROOT / notebook).exists()
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_dark_mode(loaded, doc):
+def test_dark_mode(loaded, edition, doc):
     """A dark page, on which every figure keeps its own colours on white: not dimmed by a
     filter (which turned chapter 8's grey training-loss line faint), not on a grey panel."""
-    page = loaded("book", doc, "dark")
+    page = loaded(edition, doc, "dark")
     assert page.theme == "dark"
     luminance = sum(page.background) / (3 * 255)
     assert luminance < 0.3, f"{doc}: dark mode background is light: rgb{tuple(page.background)}"
@@ -472,11 +480,11 @@ def test_dark_mode(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_page_weight_before_the_reader_does_anything(loaded, doc):
+def test_page_weight_before_the_reader_does_anything(loaded, edition, doc):
     """Loaded at 1366x900 and left alone (MathJax started), a page transfers under
     MAX_PAGE_BYTES (2 MB): explorer frames wait until the explorer is used, pictures until
     they come near the screen, formulas are typeset as they do. Printed for the README."""
-    page = loaded("book", doc, "light")
+    page = loaded(edition, doc, "light")
     weight = page.weight
     largest = ", ".join(
         f"{name.split('?')[0]} {size / 1e3:.0f} kB" for name, size in weight["largest"][:3]
@@ -495,11 +503,11 @@ def test_page_weight_before_the_reader_does_anything(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_ids_are_unique_and_every_proof_ends_with_its_mark(loaded, doc):
+def test_ids_are_unique_and_every_proof_ends_with_its_mark(loaded, edition, doc):
     """No id is used twice on a page (sphinx-proof gave every proof id="proof",
     sphinx-exercise every body "exercise-content"), solutions open included; every proof
     ends with the end-of-proof mark ∎."""
-    ids = loaded("book", doc, "light").ids
+    ids = loaded(edition, doc, "light").ids
     assert not ids["repeated"], f"{doc}: ids used more than once: {ids['repeated']}"
     unmarked = [p for p in ids["proofs"] if "\u220e" not in p["mark"]]
     assert not unmarked, f"{doc}: proofs without their end mark: {unmarked}"
@@ -508,10 +516,10 @@ def test_ids_are_unique_and_every_proof_ends_with_its_mark(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_the_sidebar_starts_at_its_top(loaded, doc):
+def test_the_sidebar_starts_at_its_top(loaded, edition, doc):
     """At 1366x900 the sidebar does not scroll itself on load (the theme's scroll cut the
     book's title on chapters 7 to 9), and the current page's entry is in view there."""
-    sidebar = loaded("book", doc, "light").sidebar
+    sidebar = loaded(edition, doc, "light").sidebar
     if sidebar is None:
         assert doc == PAGES[0], f"{doc}: no sidebar or no current entry"
         return
@@ -520,11 +528,11 @@ def test_the_sidebar_starts_at_its_top(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_every_figure_is_legible_on_a_phone(loaded, doc):
+def test_every_figure_is_legible_on_a_phone(loaded, edition, doc):
     """On a 390-wide phone every figure either shows its smallest text at MIN_TEXT_PX (9)
     CSS pixels or more, or has an "Enlarge" button that the keyboard reaches and that opens
     it in a modal viewer where its text is that size (then Escape gives the focus back)."""
-    page = loaded("book", doc, "light")
+    page = loaded(edition, doc, "light")
     problems = phone_figure_problems(page)
     assert not problems, f"{doc} on a phone:\n" + "\n".join(problems)
     enlarged = [f for f in page.phone_figures if f.get("viewer")]
@@ -532,19 +540,19 @@ def test_every_figure_is_legible_on_a_phone(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_long_formulas_show_they_go_on(loaded, doc):
+def test_long_formulas_show_they_go_on(loaded, edition, doc):
     """On a phone, every equation, inline formula or code line that scrolls sideways and is
     cut at the edge fades out there (a visible cue that it goes on)."""
-    cues = loaded("book", doc, "light").phone_cues
+    cues = loaded(edition, doc, "light").phone_cues
     assert not cues, f"{doc}: cut on a phone with no cue: {cues}"
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_no_internal_label_in_code_outputs_or_messages(loaded, doc):
+def test_no_internal_label_in_code_outputs_or_messages(loaded, edition, doc):
     """No code cell, printed output, self-check report or explorer caption shows one of the
     book's internal labels (eq-..., thm-..., sec-..., fig-..., ex-...): a reader sees
     "(9.10)" or words."""
-    page = loaded("book", doc, "light")
+    page = loaded(edition, doc, "light")
     found = internal_labels(page.reader_code, book_labels())
     assert not found, f"{doc}: internal labels shown:\n" + "\n".join(found[:20])
 

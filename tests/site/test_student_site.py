@@ -28,6 +28,7 @@ from tests.site.pages import (
     ROOT,
     SCHEMES,
     STUDENT,
+    STUDENTS,
     check_figure_text,
     describe_violations,
     images_without_alt,
@@ -37,6 +38,13 @@ from tests.site.pages import (
 from tests.site.test_colab_edition_site import LINK, Ids
 
 pytestmark = pytest.mark.browser
+
+
+def pytest_generate_tests(metafunc):
+    """Every page-level check runs on the English edition and on its Korean edition."""
+    if "edition" in metafunc.fixturenames:
+        metafunc.parametrize("edition", STUDENTS)
+
 
 SITE = PUBLISHED
 NOTEBOOKS = sorted((ROOT / "editions" / "student").glob("[0-9][0-9]_*.ipynb"))
@@ -61,8 +69,8 @@ def test_the_published_site_has_the_book_and_the_student_edition_beside_it():
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("doc", PAGES)
-def test_page_loads_typesets_and_shows_no_raw_tex(loaded, doc, scheme):
-    page = loaded("student", doc, scheme)
+def test_page_loads_typesets_and_shows_no_raw_tex(loaded, edition, doc, scheme):
+    page = loaded(edition, doc, scheme)
     assert not page.console_errors, f"{doc}: console errors: {page.console_errors}"
     assert not page.external, f"{doc}: the page asked for other hosts: {page.external}"
     assert not page.failed, f"{doc}: requests failed: {page.failed}"
@@ -77,21 +85,21 @@ def test_page_loads_typesets_and_shows_no_raw_tex(loaded, doc, scheme):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_no_serious_accessibility_violations(loaded, doc):
+def test_no_serious_accessibility_violations(loaded, edition, doc):
     """axe-core in the light theme (the student edition's styles are the book's, which
     tests/site/test_site.py checks in both themes)."""
-    page = loaded("student", doc, "light")
+    page = loaded(edition, doc, "light")
     serious = [v for v in page.axe if v["impact"] in ("serious", "critical")]
     assert not serious, f"{doc}: axe-core found:\n{describe_violations(serious)}"
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_what_the_reader_sees_fits(loaded, doc):
+def test_what_the_reader_sees_fits(loaded, edition, doc):
     """As for the book (test_site.py): outputs wrap at 1366 wide; there and on a 390-wide
     phone no output, `pre` or table runs off the edge without a box that scrolls and takes
     keyboard focus, no caption is cut, no full stop after a formula starts a line, and no
     inline formula or code is cut."""
-    page = loaded("student", doc)
+    page = loaded(edition, doc)
     for width, fit in ((1366, page.fit), (390, page.phone_fit)):
         assert not fit["runs_off"], (
             f"{doc} at {width} wide: running off the edge: {fit['runs_off']}"
@@ -105,21 +113,21 @@ def test_what_the_reader_sees_fits(loaded, doc):
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_dark_mode(loaded, doc):
-    page = loaded("student", doc, "dark")
+def test_dark_mode(loaded, edition, doc):
+    page = loaded(edition, doc, "dark")
     assert page.theme == "dark"
     luminance = sum(page.background) / (3 * 255)
     assert luminance < 0.3, f"{doc}: dark mode background is light: rgb{tuple(page.background)}"
 
 
 @pytest.mark.parametrize("doc", CHAPTERS)
-def test_colab_and_binder_buttons_open_the_student_notebook(loaded, doc):
+def test_colab_and_binder_buttons_open_the_student_notebook(loaded, edition, doc):
     repo = urlparse(CONFIG["repository"]["url"]).path.strip("/")
     branch = CONFIG["repository"]["branch"]
     notebook = f"editions/student/{doc.removeprefix('notebooks/')}.ipynb"
     colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}"
     binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{notebook}"
-    page = loaded("student", doc)
+    page = loaded(edition, doc)
     assert page.colab_links == [colab]
     assert page.binder_links == [binder]
     assert (ROOT / notebook).exists()
@@ -147,18 +155,18 @@ def test_student_notebook_links_name_pages_and_anchors_of_the_student_edition(pa
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_every_figure_text_is_legible_at_1366(loaded, doc):
+def test_every_figure_text_is_legible_at_1366(loaded, edition, doc):
     """As in the book (test_site.py): every figure's smallest text as shown at 1366 wide,
     from the size and fonts recorded in its PNG, is at least 9 CSS pixels tall."""
-    check_figure_text(loaded("student", doc, "light"))
+    check_figure_text(loaded(edition, doc, "light"))
 
 
 @pytest.mark.parametrize("doc", PAGES)
-def test_weight_ids_and_figures_on_a_phone(loaded, doc):
+def test_weight_ids_and_figures_on_a_phone(loaded, edition, doc):
     """As in the book (test_site.py): under MAX_PAGE_BYTES before the reader does anything,
     no id used twice, and on a phone every figure legible or opened legible by its
     Enlarge button."""
-    page = loaded("student", doc, "light")
+    page = loaded(edition, doc, "light")
     assert page.weight["bytes"] < MAX_PAGE_BYTES, f"{doc}: {page.weight}"
     with open(ROOT / "_build" / "page-weight.txt", "a") as f:
         f.write(

@@ -1,0 +1,124 @@
+"""The Korean edition as published: _build/pages/ko/ and _build/pages/ko/student/.
+
+Every page-level check of test_site.py and test_student_site.py runs on the Korean
+editions too (their `edition` parameter); these are the checks only a second language
+needs, read from the same page loads (tests/site/pages.py, `LoadedPage.language`):
+
+- No English sentence is left in the prose a reader reads (paragraphs, headings, list
+  items, captions, table cells, admonition titles of the article; maths, code, outputs,
+  the bibliography and citations left out). The allowance, stated: words in parentheses
+  (the English term after its Korean one, "층 정규화(layer normalization)", a paper's
+  title), and runs of fewer than `WORDS_IN_A_SENTENCE` Latin words (names: "Vaswani 외",
+  "PyTorch", "Hugging Face"). A block with no Hangul at all and two Latin words or more
+  outside parentheses is English too (a heading "Four properties" left untranslated).
+- Korean text is drawn in a font that has Korean glyphs (no missing-glyph boxes): the
+  fonts Chromium drew each checked element's own text with, by DevTools, hold at least
+  as many glyphs of a Korean-capable font as the text has Hangul syllables.
+- Every page of every edition links the same page in the other language, in the same
+  tab, and that page is published; <html lang> names the page's language.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.site.pages import BOOKS, KO, PAGES, PUBLISHED, STUDENTS
+
+pytestmark = pytest.mark.browser
+
+KOREAN = ["ko", "ko_student"]
+WORDS_IN_A_SENTENCE = 5
+_PARENTHESES = re.compile(r"\([^()]*\)|“[^”]*”|\"[^\"]*\"")
+_LATIN_RUN = re.compile(r"[A-Za-z][\w'’.-]*(?:[ ,:;]+[A-Za-z][\w'’.-]*)*")
+_HANGUL = re.compile("[\uac00-\ud7a3]")
+# Families with Korean glyphs: Noto Sans/Serif CJK (Debian's fonts-noto-cjk), Noto Sans
+# KR, Nanum, and the systems' own (Apple SD Gothic Neo, Malgun Gothic).
+_KOREAN_FONT = re.compile(r"CJK|\bKR\b|Korean|Nanum|Gothic|Malgun|Apple SD", re.I)
+
+
+def english_left(text: str) -> list[str]:
+    """The English of one block of prose beyond the allowance (see the module)."""
+    bare = text
+    while _PARENTHESES.search(bare):
+        bare = _PARENTHESES.sub(" ", bare)
+    runs = [m.group(0) for m in _LATIN_RUN.finditer(bare)]
+    long = [r for r in runs if len(re.findall(r"[A-Za-z][\w'’.-]*", r)) >= WORDS_IN_A_SENTENCE]
+    if long:
+        return long
+    if not _HANGUL.search(text) and sum(len(re.findall(r"[A-Za-z]{2,}", r)) for r in runs) >= 2:
+        return [text]
+    return []
+
+
+def test_the_english_check_finds_english_and_allows_what_it_states():
+    assert english_left("The largest logit receives 0.62 of the probability.")
+    assert english_left("Four properties")
+    assert english_left("소프트맥스는 점수를 확률로 바꾼다. It is smooth and easy to use here.")
+    assert not english_left("소프트맥스는 점수를 확률로 바꾼다.")
+    assert not english_left(
+        "층 정규화(layer normalization of every token in the batch)는 평균을 뺀다."
+    )
+    assert not english_left("Vaswani 외가 제안한 Transformer의 어텐션")
+    assert not english_left("PyTorch와 Hugging Face transformers로 확인한다.")
+    assert not english_left("Colab")
+
+
+@pytest.mark.parametrize("doc", PAGES)
+@pytest.mark.parametrize("edition", KOREAN)
+def test_no_english_sentence_left_in_the_prose(loaded, edition, doc):
+    page = loaded(edition, doc, "light")
+    assert page.language["prose"], f"{doc}: no prose found on the page"
+    left = [(text[:90], english_left(text)) for text in page.language["prose"]]
+    left = [item for item in left if item[1]]
+    assert not left, f"{edition} {doc}: English left in the Korean prose:\n" + "\n".join(
+        f"  {text!r}: {runs}" for text, runs in left[:15]
+    )
+
+
+@pytest.mark.parametrize("doc", PAGES)
+@pytest.mark.parametrize("edition", KOREAN)
+def test_korean_text_is_drawn_in_a_korean_font(loaded, edition, doc):
+    checked = loaded(edition, doc, "light").language.get("fonts", [])
+    assert checked, f"{doc}: no element with Korean text of its own was found to check"
+    for item in checked:
+        korean = sum(f["glyphCount"] for f in item["fonts"] if _KOREAN_FONT.search(f["familyName"]))
+        assert korean >= item["hangul"], (
+            f"{edition} {doc}: {item['selector']} {item['text']!r}: {item['hangul']} Hangul "
+            f"syllables, drawn with {item['fonts']} (a font without Korean glyphs draws boxes)"
+        )
+
+
+def _published(url: str, site_root: str) -> tuple[str, bool]:
+    path = urlparse(url).path
+    root = urlparse(site_root).path.rstrip("/")
+    rel = path[len(root) :].lstrip("/") if root and path.startswith(root) else path.lstrip("/")
+    return rel, (PUBLISHED / rel).exists()
+
+
+OTHER = {"book": "ko/", "ko": "", "student": "ko/student/", "ko_student": "student/"}
+
+
+@pytest.mark.parametrize("doc", PAGES)
+@pytest.mark.parametrize("edition", BOOKS + STUDENTS)
+def test_the_language_switch_leads_to_the_same_page(loaded, request, edition, doc):
+    page = loaded(edition, doc, "light")
+    assert page.language["lang"] == ("ko" if edition in KOREAN else "en"), page.language["lang"]
+    href = page.language["switch"]
+    assert href, f"{edition} {doc}: no link to the page in the other language"
+    assert page.language["switchTarget"] is None, "the other language opens in a new tab"
+    # the English book is served alone (_build/html); the other editions within the
+    # published site, whose root is the server's
+    site = request.getfixturevalue(f"{edition}_site")
+    server_root = site if edition == "book" else re.sub(r"/(ko/student|student|ko)$", "", site)
+    rel, exists = _published(href, server_root)
+    assert rel == f"{OTHER[edition]}{doc}.html", f"{edition} {doc}: the switch leads to {rel}"
+    assert exists, f"{edition} {doc}: {rel} is not published"
+
+
+def test_the_korean_book_is_published_beside_the_english_one():
+    for doc in PAGES:
+        assert (KO / f"{doc}.html").exists() and (KO / "student" / f"{doc}.html").exists(), doc
+    assert '<html lang="ko"' in (KO / f"{PAGES[0]}.html").read_text(encoding="utf-8")
