@@ -12,7 +12,7 @@ PY     := $(BIN)/python
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard locales/*/LC_MESSAGES/*.po locales/*/LC_MESSAGES/*/*.po) $(wildcard book/_ext/*.py) $(wildcard book/*.md book/*.bib book/*.yml book/_static/*.js book/_static/*.css book/_templates/*.html book/_templates/*/*.html) \
                 $(wildcard notebooks/*.ipynb) scripts/book.py scripts/grade.py
 
-.PHONY: help book student pages translations pdf pdf-check screenshots grade marks gradescope test test-full lint unit checks nbval html browser colab portable workflows linkcheck execute edition clean
+.PHONY: help book student pages translations pdf pdf-check screenshots grade marks gradescope test test-full lint unit checks nbval html browser colab portable workflows linkcheck execute edition clean exercise page lab grade-chapter
 
 # `make help` lists every target with its line: the `##` comment after the target's name.
 help:  ## list every target with one line each
@@ -174,6 +174,27 @@ pdf-check: $(BIN)/.test-installed $(BIN)/.pdf-installed  ## both editions printe
 
 linkcheck: $(BIN)/.book-installed  ## check the book's external links
 	$(BIN)/jupyter-book build . --builder linkcheck
+
+# The contributor's targets (CONTRIBUTING.md's checklists; each installs what it needs):
+#   make exercise NB=...  format, execute, editions, nbval, checks, lint, the page in Chromium
+#   make page NB=...      the chapter's page built and checked in Chromium (scripts/exercise.py)
+#   make lab              JupyterLab on notebooks/, from the project's environment
+#   make grade-chapter NB=...  the sealed grader on the chapter's solutions and student notebook
+exercise: $(BIN)/.test-installed node_modules/.installed  ## an exercise checked whole, in order: make exercise NB=notebooks/NN_x.ipynb
+	@test -n "$(NB)" || { echo "usage: make exercise NB=notebooks/NN_x.ipynb"; exit 2; }
+	$(PY) scripts/exercise.py $(NB)
+
+page: $(BIN)/.test-installed node_modules/.installed  ## one chapter's page built and checked in Chromium: make page NB=notebooks/NN_x.ipynb
+	@test -n "$(NB)" || { echo "usage: make page NB=notebooks/NN_x.ipynb"; exit 2; }
+	$(PY) scripts/exercise.py --page $(NB)
+
+lab: $(BIN)/.test-installed  ## JupyterLab on the chapters, from the project's environment
+	$(BIN)/jupyter lab notebooks/
+
+grade-chapter: $(BIN)/.test-installed  ## the sealed grader on one chapter: make grade-chapter NB=notebooks/NN_x.ipynb
+	@test -n "$(NB)" || { echo "usage: make grade-chapter NB=notebooks/NN_x.ipynb"; exit 2; }
+	BOOK_TEST_FULL=1 $(PY) -m pytest -p no:cacheprovider tests/test_grade.py \
+	    -k "test_reference_solutions_pass_and_starting_cells_are_not_attempted and $(basename $(notdir $(NB)))"
 
 clean:  ## remove _build
 	rm -rf _build
