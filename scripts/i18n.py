@@ -10,6 +10,11 @@
                                     glued numbers or references of its English
                                     (make test runs it)
     python scripts/i18n.py stats    messages per page
+    python scripts/i18n.py export PO FILE [--all]
+                                    the untranslated and fuzzy entries of a catalogue
+                                    (or all of them) into a text file to translate in
+    python scripts/i18n.py import PO FILE
+                                    the translations written in FILE back into PO
 
 A message with nothing to translate (a display equation, a code name, a citation alone)
 is filled with its English by `update`; `check` accepts only such messages untranslated.
@@ -262,9 +267,62 @@ def stats() -> None:
             )
 
 
+# A text file to translate in: one block per entry,
+#   === N            (the entry's index in the catalogue)
+#   <the English, exactly as in the catalogue: do not edit>
+#   --- ko
+#   <the translation: it may span lines>
+def export_entries(po: Path, out: Path, everything: bool = False) -> int:
+    catalogue = polib.pofile(str(po), wrapwidth=0)
+    blocks = [
+        f"=== {n}\n{e.msgid}\n--- ko\n{e.msgstr}\n"
+        for n, e in enumerate(catalogue)
+        if not e.obsolete and (everything or not e.msgstr or "fuzzy" in e.flags)
+    ]
+    out.write_text("\n".join(blocks), encoding="utf-8")
+    return len(blocks)
+
+
+def import_entries(po: Path, path: Path) -> int:
+    catalogue = polib.pofile(str(po), wrapwidth=0)
+    entries = list(catalogue)
+    blocks: dict[int, dict[str, list[str]]] = {}
+    current, part = None, "en"
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if line.startswith("=== ") and line[4:].strip().isdigit():
+            current, part = int(line[4:]), "en"
+            blocks[current] = {"en": [], "ko": []}
+        elif line == "--- ko" and current is not None:
+            part = "ko"
+        elif current is not None:
+            blocks[current][part].append(line)
+    done = 0
+    for n, block in blocks.items():
+        english = "\n".join(block["en"])
+        lines = block["ko"]
+        if lines and lines[-1] == "":  # the blank line between two blocks
+            lines = lines[:-1]
+        translation = "\n".join(lines)
+        entry = entries[n]
+        if entry.msgid != english:
+            raise SystemExit(f"block {n}: its English is not entry {n} of {po}")
+        if translation.strip():
+            entry.msgstr = translation
+            if "fuzzy" in entry.flags:
+                entry.flags.remove("fuzzy")
+            entry.previous_msgid = None
+            done += 1
+    catalogue.save(str(po))
+    return done
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("extract", "update", "check", "stats"))
+    parser.add_argument(
+        "command", choices=("extract", "update", "check", "stats", "export", "import")
+    )
+    parser.add_argument("files", nargs="*", type=Path, help="export/import: PO FILE")
+    parser.add_argument("--all", action="store_true", help="export: every entry")
     parser.add_argument(
         "--only", default="", help="check: only the catalogues whose path contains this"
     )
@@ -272,7 +330,15 @@ def main() -> int:
         "--no-extract", action="store_true", help="check: against _build/gettext as it is"
     )
     args = parser.parse_args()
-    if args.command == "extract":
+    if args.command in ("export", "import"):
+        if len(args.files) != 2:
+            parser.error(f"{args.command} takes a catalogue and a text file")
+        po, text = args.files
+        if args.command == "export":
+            print(f"{export_entries(po, text, args.all)} entries written to {text}")
+        else:
+            print(f"{import_entries(po, text)} translations set in {po}")
+    elif args.command == "extract":
         extract()
     elif args.command == "update":
         update()
