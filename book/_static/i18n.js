@@ -11,7 +11,13 @@
     },
   };
   function relabel() {
-    document.querySelectorAll(".btn-language-switch").forEach((a) => a.removeAttribute("target"));
+    const other = document.documentElement.lang === "ko" ? "en" : "ko";
+    document.querySelectorAll(".btn-language-switch").forEach((a) => {
+      a.removeAttribute("target");
+      a.setAttribute("hreflang", other);
+      const text = a.querySelector(".btn__text-container");
+      if (text) text.setAttribute("lang", other); // read in its own language by screen readers
+    });
     const words = WORDS[document.documentElement.lang];
     if (!words) return;
     document.querySelectorAll("[aria-label]").forEach((el) => {

@@ -62,7 +62,8 @@ def english_left(text: str) -> list[str]:
     ]
     if long:
         return long
-    if not _HANGUL.search(text) and sum(len(re.findall(r"[A-Za-z]{2,}", r)) for r in runs) >= 2:
+    words = sum(len(re.findall(r"[A-Za-z][\w'’.-]*[A-Za-z]", r)) for r in runs)
+    if not _HANGUL.search(text) and words >= 2:  # a hyphenated term is one word
         return [text]
     return []
 
@@ -79,6 +80,7 @@ def test_the_english_check_finds_english_and_allows_what_it_states():
     assert not english_left("Vaswani 외가 제안한 Transformer의 어텐션")
     assert not english_left("PyTorch와 Hugging Face transformers로 확인한다.")
     assert not english_left("Colab")
+    assert not english_left("log-sum-exp") and not english_left("post-LN")
 
 
 @pytest.mark.parametrize("doc", PAGES)

@@ -97,7 +97,10 @@ def test_no_raw_tex_anywhere_on_the_page(loaded, edition, doc, scheme):
 def test_no_serious_accessibility_violations(loaded, edition, doc, scheme):
     """axe-core on the finished page (formulas typeset, explorers wired) with every
     collapsed solution open, so that the code and outputs inside are checked too (a box
-    that scrolls sideways needs keyboard focus), in both themes."""
+    that scrolls sideways needs keyboard focus), in both themes for the English book; the
+    Korean book, whose styles are the same, in the light theme."""
+    if edition != "book" and scheme == "dark":
+        pytest.skip("axe-core runs on the Korean book in the light theme (the same styles)")
     page = loaded(edition, doc, scheme)
     serious = [v for v in page.axe if v["impact"] in ("serious", "critical")]
     assert not serious, f"{doc} ({scheme}): axe-core found:\n{describe_violations(serious)}"
