@@ -1,0 +1,175 @@
+"""The message catalogue of helpers' self-checks (the Korean edition's reports).
+
+    python scripts/helpers_i18n.py extract   # write helpers/locales/messages.pot from the code
+    python scripts/helpers_i18n.py update    # merge it into helpers/locales/ko.po
+    python scripts/helpers_i18n.py check     # fail if stale, untranslated or a placeholder differs
+
+Every message a report can show is written in English in ``helpers/checks`` and translated
+when shown (``helpers/i18n.py``). What counts as a message, read from the code (no import):
+
+* the template of every ``msg(...)`` call (its first argument, a string literal), and
+* every other string literal that is prose (a space and a word of two letters or more):
+  case names, hints, slips, pointers and fuller hints, wherever they are kept (a table
+  of cases, a constant, an argument). Docstrings and the f-strings' pieces are not.
+
+``helpers/checks/shortcuts.py`` is left out: its messages are for the book's developers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import string
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ROOT / "helpers" / "checks"
+SKIPPED = {"shortcuts.py"}
+LOCALES = ROOT / "helpers" / "locales"
+TEMPLATE = LOCALES / "messages.pot"
+LANGUAGES = ("ko",)
+_PROSE = re.compile(r"[A-Za-z]{2,}")
+
+sys.path.insert(0, str(ROOT))
+from helpers.i18n import read_po  # noqa: E402
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def messages_of(path: Path) -> list[tuple[str, int]]:
+    """The messages of one module, in the order they appear: (text, line)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _docstrings(tree)
+    templates = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):  # an f-string left as it is: not a message
+            skipped.update(id(part) for part in ast.walk(node) if part is not node)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "msg":
+            first = node.args[0] if node.args else None
+            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                raise SystemExit(f"{path}:{node.lineno}: msg() needs a string literal template")
+            templates.add(id(first))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+            continue
+        if id(node) in skipped:
+            continue
+        text = node.value
+        if id(node) in templates or (" " in text and _PROSE.search(text)):
+            found.append((text, node.lineno))
+    return sorted(found, key=lambda item: item[1])
+
+
+def extract() -> dict[str, list[str]]:
+    """Every message of helpers.checks -> where it is (``file:line``), first seen first."""
+    entries: dict[str, list[str]] = {}
+    for path in sorted(SOURCES.glob("*.py")):
+        if path.name in SKIPPED:
+            continue
+        for text, line in messages_of(path):
+            entries.setdefault(text, []).append(f"{path.relative_to(ROOT)}:{line}")
+    return entries
+
+
+def _quote(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return '"' + escaped.replace("\t", "\\t") + '"'
+
+
+def _entry(msgid: str, msgstr: str, where: list[str] | None = None) -> str:
+    refs = "".join(f"#: {w}\n" for w in where or [])
+    return f"{refs}msgid {_quote(msgid)}\nmsgstr {_quote(msgstr)}\n"
+
+
+_HEADER = (
+    'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
+    '"Language: {language}\\n"\n'
+)
+
+
+def template_text(entries: dict[str, list[str]]) -> str:
+    head = "# The messages of helpers' self-checks (scripts/helpers_i18n.py extract).\n"
+    body = [_entry(k, "", where) for k, where in entries.items()]
+    return "\n".join([head + _HEADER.format(language=""), *body])
+
+
+def catalogue_text(language: str, entries: dict[str, list[str]], old: dict[str, str]) -> str:
+    head = f"# helpers' self-check messages in {language} (scripts/helpers_i18n.py update).\n"
+    body = [_entry(k, old.get(k, "")) for k in entries]
+    return "\n".join([head + _HEADER.format(language=language), *body])
+
+
+def fields(text: str) -> list[str]:
+    """The placeholders of a template, ``{name!r:g}`` as written, sorted."""
+    try:
+        parsed = string.Formatter().parse(text)
+        return sorted(
+            f"{{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}"
+            for _, name, spec, conv in parsed
+            if name is not None
+        )
+    except ValueError:
+        return ["<not a template>"]
+
+
+def problems(language: str, entries: dict[str, list[str]] | None = None) -> list[str]:
+    """What is wrong with the catalogue of `language`: stale template, messages without a
+    translation, translations whose placeholders differ from the English."""
+    entries = extract() if entries is None else entries
+    found = []
+    if not TEMPLATE.exists() or TEMPLATE.read_text(encoding="utf-8") != template_text(entries):
+        found.append(f"{TEMPLATE.relative_to(ROOT)} is stale: run scripts/helpers_i18n.py extract")
+    path = LOCALES / f"{language}.po"
+    translated = read_po(path) if path.exists() else {}
+    for msgid in entries:
+        if msgid not in translated:
+            found.append(f"no {language} translation: {msgid!r}")
+        elif fields(msgid) != fields(translated[msgid]):
+            found.append(
+                f"placeholders differ: {msgid!r} has {fields(msgid)}, the {language} "
+                f"translation {fields(translated[msgid])}"
+            )
+    for msgid in translated:
+        if msgid not in entries:
+            found.append(f"obsolete {language} entry (no longer in the code): {msgid!r}")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["extract", "update", "check"])
+    args = parser.parse_args(argv)
+    entries = extract()
+    if args.command == "extract":
+        LOCALES.mkdir(exist_ok=True)
+        TEMPLATE.write_text(template_text(entries), encoding="utf-8")
+        print(f"{len(entries)} messages -> {TEMPLATE.relative_to(ROOT)}")
+        return 0
+    if args.command == "update":
+        for language in LANGUAGES:
+            path = LOCALES / f"{language}.po"
+            old = read_po(path) if path.exists() else {}
+            path.write_text(catalogue_text(language, entries, old), encoding="utf-8")
+            missing = sum(1 for k in entries if k not in old)
+            print(f"{path.relative_to(ROOT)}: {len(entries)} messages, {missing} to translate")
+        return 0
+    found = [p for language in LANGUAGES for p in problems(language, entries)]
+    for line in found:
+        print(line)
+    print(f"{len(entries)} messages; {len(found)} problems")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
