@@ -74,7 +74,7 @@ def messages_of(path: Path) -> list[tuple[str, int]]:
 def extract() -> dict[str, list[str]]:
     """Every message of helpers.checks -> where it is (``file:line``), first seen first."""
     entries: dict[str, list[str]] = {}
-    for path in sorted(SOURCES.glob("*.py")):
+    for path in sorted(SOURCES.glob("*.py")):  # the code, wherever the catalogue is
         if path.name in SKIPPED:
             continue
         for text, line in messages_of(path):
@@ -93,8 +93,7 @@ def _entry(msgid: str, msgstr: str, where: list[str] | None = None) -> str:
 
 
 _HEADER = (
-    'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
-    '"Language: {language}\\n"\n'
+    'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n"Language: {language}\\n"\n'
 )
 
 
@@ -123,13 +122,17 @@ def fields(text: str) -> list[str]:
         return ["<not a template>"]
 
 
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def problems(language: str, entries: dict[str, list[str]] | None = None) -> list[str]:
     """What is wrong with the catalogue of `language`: stale template, messages without a
     translation, translations whose placeholders differ from the English."""
     entries = extract() if entries is None else entries
     found = []
     if not TEMPLATE.exists() or TEMPLATE.read_text(encoding="utf-8") != template_text(entries):
-        found.append(f"{TEMPLATE.relative_to(ROOT)} is stale: run scripts/helpers_i18n.py extract")
+        found.append(f"{_shown(TEMPLATE)} is stale: run scripts/helpers_i18n.py extract")
     path = LOCALES / f"{language}.po"
     translated = read_po(path) if path.exists() else {}
     for msgid in entries:

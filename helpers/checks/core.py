@@ -807,7 +807,10 @@ def _run_case(
     watched: Sequence[str] = (),
 ) -> CaseResult:
     """Run one case; never raises because ``fn`` misbehaved."""
-    shown_input = "\n".join(f"{k} = {_fmt_array(v, dtype=True)}" for k, v in case.inputs.items())
+    shown_input = join(
+        "\n",
+        [msg("{k} = {v}", k=k, v=_fmt_array(v, dtype=True)) for k, v in case.inputs.items()],
+    )
     expected = np.asarray(case.expected)
     calls: list[str] = []
     size = sum(int(np.size(v)) for v in case.inputs.values())
@@ -1055,7 +1058,7 @@ def _fmt_array(a: npt.ArrayLike, *, dtype: bool = False) -> str:
     else:
         text = msg("an array of shape {arr_shape}", arr_shape=arr.shape)
     if dtype and shown_dtype != np.float64:
-        text += f" ({shown_dtype})"
+        text = msg("{text} ({dtype})", text=text, dtype=shown_dtype)
     return text
 
 

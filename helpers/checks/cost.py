@@ -1056,7 +1056,7 @@ def check_flash1_update(fn: Callable[..., object], *, hint: bool = False) -> Che
             k_c_shape=K_c.shape,
             v_c_shape=V_c.shape,
         )
-        label = name if part == 0 else f"{name}: {_FLASH1_PARTS[part]}"
+        label = name if part == 0 else msg("{name}: {part}", name=name, part=_FLASH1_PARTS[part])
         specs.append(
             _Spec(
                 Case(label, inputs, expected, texts.get(name, _FLASH1_TEXT)),

@@ -1310,8 +1310,11 @@ def check_position_from_encoding(
         _Spec(
             Case(name, {"pe": _encode(p, d)}, p, _DECODE_HINT),
             lambda *arrays: arrays,
-            msg("pe: {value}, the encodings of positions ", value=(*p.shape, d))
-            + ", ".join(f"{v:g}" for v in p.ravel()),
+            msg(
+                "pe: {value}, the encodings of positions {positions}",
+                value=(*p.shape, d),
+                positions=", ".join(f"{v:g}" for v in p.ravel()),
+            ),
             _decode_diagnose,
         )
         for name, p, d in layouts

@@ -17,7 +17,7 @@ from helpers.checks.core import (
     section,
 )
 from helpers.checks.multihead import _append, _run, _Spec
-from helpers.i18n import msg
+from helpers.i18n import join, msg
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
 
 __all__ = [
@@ -402,7 +402,7 @@ def check_log_softmax_backward(
             "2-D batch (rows)",
             {"z": batch_z, "g": batch_g},
             expected(batch_z, batch_g),
-            f"{_BATCH_HINT}; {rows}",
+            join("; ", [_BATCH_HINT, rows]),
         ),
         Case("float32 input", {"z": z32, "g": g32}, expected(z32, g32), rows),
     ]
