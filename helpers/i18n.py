@@ -273,3 +273,53 @@ def wrap(text: str, columns: int, subsequent_indent: str = "") -> str:
             line += token
     lines.append(line)
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Words in figures
+# ---------------------------------------------------------------------------
+
+_FIELD = re.compile(r"\{\}")
+
+
+@cache
+def figure_catalogue(language: str) -> tuple[dict[str, str], tuple[tuple[re.Pattern, str], ...]]:
+    """The words of figures in `language`: exact texts, and templates (English texts made
+    by f-strings, ``{}`` where a value goes) as (pattern, translation)."""
+    if language == "en":
+        return {}, ()
+    entries = read_po(LOCALES / f"figures.{language}.po")
+    templates = []
+    for english, translated in entries.items():
+        if "{}" not in english:
+            continue
+        parts = [re.escape(p.replace("{{", "{").replace("}}", "}")) for p in english.split("{}")]
+        pattern = re.compile("(.+?)".join(parts) + r"\Z", re.S)
+        templates.append((pattern, translated))
+    templates.sort(key=lambda item: -len(item[0].pattern))  # the most specific first
+    return entries, tuple(templates)
+
+
+def figure_text(text: str, language: str | None = None) -> str:
+    """A text drawn in a figure, in `language` (by default the language set): its
+    translation (an exact text, or a template whose values are kept as drawn), or `text`
+    unchanged.
+
+    Examples
+    --------
+    >>> figure_text("temperature $\\\\tau$", "ko")
+    '온도 $\\\\tau$'
+    >>> figure_text("temperature $\\\\tau$", "en")
+    'temperature $\\\\tau$'
+    """
+    language = language or _language
+    if language == "en" or not text.strip():
+        return text
+    exact, templates = figure_catalogue(language)
+    if text in exact:
+        return exact[text]
+    for pattern, translated in templates:
+        found = pattern.match(text)
+        if found:
+            return translated.format(*found.groups())
+    return text

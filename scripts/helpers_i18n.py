@@ -13,12 +13,19 @@ when shown (``helpers/i18n.py``). What counts as a message, read from the code (
   of cases, a constant, an argument). Docstrings and the f-strings' pieces are not.
 
 ``helpers/checks/shortcuts.py`` is left out: its messages are for the book's developers.
+
+The words of figures (``helpers/locales/figures.pot``, ``figures.ko.po``; drawn translated
+by ``helpers/figures.py``) are read from the code cells of ``notebooks/*.ipynb`` and from
+``helpers/*.py``: the texts given to matplotlib as titles, axis labels, legend entries,
+annotations and texts (a string literal, or an f-string as a template with ``{}`` where a
+value goes), when they hold a word outside their ``$...$`` mathematics.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 import string
 import sys
@@ -31,6 +38,14 @@ LOCALES = ROOT / "helpers" / "locales"
 TEMPLATE = LOCALES / "messages.pot"
 LANGUAGES = ("ko",)
 _PROSE = re.compile(r"[A-Za-z]{2,}")
+FIGURE_TEMPLATE = LOCALES / "figures.pot"
+NOTEBOOKS = ROOT / "notebooks"
+_DRAWING = {
+    "set_title", "set_xlabel", "set_ylabel", "suptitle", "supxlabel", "supylabel", "text",
+    "annotate", "set_label", "legend", "title", "xlabel", "ylabel", "figtext", "set_text",
+}  # fmt: skip
+_DRAWING_KEYWORDS = {"label", "title", "xlabel", "ylabel"}
+_MATH = re.compile(r"\$[^$]*\$")
 
 sys.path.insert(0, str(ROOT))
 from helpers.i18n import read_po  # noqa: E402
@@ -80,6 +95,90 @@ def extract() -> dict[str, list[str]]:
         for text, line in messages_of(path):
             entries.setdefault(text, []).append(f"{path.relative_to(ROOT)}:{line}")
     return entries
+
+
+def _drawn(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        parts = [
+            v.value.replace("{", "{{").replace("}", "}}") if isinstance(v, ast.Constant) else "{}"
+            for v in node.values
+        ]
+        return ["".join(parts)]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [text for element in node.elts for text in _drawn(element)]
+    if isinstance(node, ast.IfExp):
+        return _drawn(node.body) + _drawn(node.orelse)
+    return []
+
+
+def figure_texts_of(source: str) -> list[str]:
+    """The words a piece of code gives matplotlib to draw, in order."""
+    source = "\n".join(
+        line for line in source.split("\n") if not line.lstrip().startswith(("%", "!"))
+    )
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in _DRAWING:
+            for arg in node.args if name == "legend" else node.args[:1]:
+                found += [(node.lineno, node.col_offset, t) for t in _drawn(arg)]
+        for keyword in node.keywords:
+            if keyword.arg in _DRAWING_KEYWORDS:
+                found += [(node.lineno, node.col_offset, t) for t in _drawn(keyword.value)]
+    found.sort(key=lambda item: item[:2])
+    return [text for _, _, text in found if _PROSE.search(_MATH.sub("", text))]
+
+
+def extract_figures() -> dict[str, list[str]]:
+    """Every text of a figure -> where it is drawn (a notebook or a module), first seen first."""
+    entries: dict[str, list[str]] = {}
+    sources = []
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        sources += [(path, cell) for cell in code]
+    sources += [
+        (path, path.read_text(encoding="utf-8")) for path in sorted(ROOT.glob("helpers/*.py"))
+    ]
+    for path, source in sources:
+        for text in figure_texts_of(source):
+            where = entries.setdefault(text, [])
+            if _shown(path).as_posix() not in where:
+                where.append(_shown(path).as_posix())
+    return entries
+
+
+def figure_problems(language: str, entries: dict[str, list[str]] | None = None) -> list[str]:
+    """What is wrong with the figure catalogue of `language` (as :func:`problems`): a
+    template's ``{}`` and every ``$...$`` must be kept."""
+    entries = extract_figures() if entries is None else entries
+    found = []
+    if not FIGURE_TEMPLATE.exists() or FIGURE_TEMPLATE.read_text(encoding="utf-8") != template_text(
+        entries
+    ):
+        found.append(f"{_shown(FIGURE_TEMPLATE)} is stale: run scripts/helpers_i18n.py extract")
+    path = LOCALES / f"figures.{language}.po"
+    translated = read_po(path) if path.exists() else {}
+    for msgid in entries:
+        if msgid not in translated:
+            found.append(f"no {language} translation of a figure's text: {msgid!r}")
+        elif msgid.count("{}") != translated[msgid].count("{}") or sorted(
+            _MATH.findall(msgid)
+        ) != sorted(_MATH.findall(translated[msgid])):
+            found.append(f"values or mathematics differ: {msgid!r} -> {translated[msgid]!r}")
+    for msgid in translated:
+        if msgid not in entries:
+            found.append(f"obsolete {language} figure entry: {msgid!r}")
+    return found
 
 
 def _quote(text: str) -> str:
@@ -153,24 +252,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["extract", "update", "check"])
     args = parser.parse_args(argv)
-    entries = extract()
+    entries, figures = extract(), extract_figures()
     if args.command == "extract":
         LOCALES.mkdir(exist_ok=True)
         TEMPLATE.write_text(template_text(entries), encoding="utf-8")
+        FIGURE_TEMPLATE.write_text(template_text(figures), encoding="utf-8")
         print(f"{len(entries)} messages -> {TEMPLATE.relative_to(ROOT)}")
+        print(f"{len(figures)} texts of figures -> {FIGURE_TEMPLATE.relative_to(ROOT)}")
         return 0
     if args.command == "update":
         for language in LANGUAGES:
-            path = LOCALES / f"{language}.po"
-            old = read_po(path) if path.exists() else {}
-            path.write_text(catalogue_text(language, entries, old), encoding="utf-8")
-            missing = sum(1 for k in entries if k not in old)
-            print(f"{path.relative_to(ROOT)}: {len(entries)} messages, {missing} to translate")
+            for path, found in ((LOCALES / f"{language}.po", entries),
+                                (LOCALES / f"figures.{language}.po", figures)):  # fmt: skip
+                old = read_po(path) if path.exists() else {}
+                path.write_text(catalogue_text(language, found, old), encoding="utf-8")
+                missing = sum(1 for k in found if k not in old)
+                print(f"{path.relative_to(ROOT)}: {len(found)} entries, {missing} to translate")
         return 0
     found = [p for language in LANGUAGES for p in problems(language, entries)]
+    found += [p for language in LANGUAGES for p in figure_problems(language, figures)]
     for line in found:
         print(line)
-    print(f"{len(entries)} messages; {len(found)} problems")
+    print(f"{len(entries)} messages, {len(figures)} texts of figures; {len(found)} problems")
     return 1 if found else 0
 
 
