@@ -46,6 +46,7 @@ _DRAWING = {
 }  # fmt: skip
 _DRAWING_KEYWORDS = {"label", "title", "xlabel", "ylabel"}
 _MATH = re.compile(r"\$[^$]*\$")
+FIGURES = "The words of the book's figures"
 
 sys.path.insert(0, str(ROOT))
 from helpers.i18n import read_po  # noqa: E402
@@ -87,13 +88,15 @@ def messages_of(path: Path) -> list[tuple[str, int]]:
 
 
 def extract() -> dict[str, list[str]]:
-    """Every message of helpers.checks -> where it is (``file:line``), first seen first."""
+    """Every message of helpers.checks -> the files it is in, first seen first."""
     entries: dict[str, list[str]] = {}
     for path in sorted(SOURCES.glob("*.py")):  # the code, wherever the catalogue is
         if path.name in SKIPPED:
             continue
-        for text, line in messages_of(path):
-            entries.setdefault(text, []).append(f"{path.relative_to(ROOT)}:{line}")
+        for text, _ in messages_of(path):  # where: the file (a line number would go stale)
+            where = entries.setdefault(text, [])
+            if path.relative_to(ROOT).as_posix() not in where:
+                where.append(path.relative_to(ROOT).as_posix())
     return entries
 
 
@@ -162,9 +165,8 @@ def figure_problems(language: str, entries: dict[str, list[str]] | None = None) 
     template's ``{}`` and every ``$...$`` must be kept."""
     entries = extract_figures() if entries is None else entries
     found = []
-    if not FIGURE_TEMPLATE.exists() or FIGURE_TEMPLATE.read_text(encoding="utf-8") != template_text(
-        entries
-    ):
+    current = template_text(entries, FIGURES)
+    if not FIGURE_TEMPLATE.exists() or FIGURE_TEMPLATE.read_text(encoding="utf-8") != current:
         found.append(f"{_shown(FIGURE_TEMPLATE)} is stale: run scripts/helpers_i18n.py extract")
     path = LOCALES / f"figures.{language}.po"
     translated = read_po(path) if path.exists() else {}
@@ -196,14 +198,19 @@ _HEADER = (
 )
 
 
-def template_text(entries: dict[str, list[str]]) -> str:
-    head = "# The messages of helpers' self-checks (scripts/helpers_i18n.py extract).\n"
+def template_text(entries: dict[str, list[str]], what: str = "helpers' self-check messages") -> str:
+    head = f"# {what} (scripts/helpers_i18n.py extract).\n"
     body = [_entry(k, "", where) for k, where in entries.items()]
     return "\n".join([head + _HEADER.format(language=""), *body])
 
 
-def catalogue_text(language: str, entries: dict[str, list[str]], old: dict[str, str]) -> str:
-    head = f"# helpers' self-check messages in {language} (scripts/helpers_i18n.py update).\n"
+def catalogue_text(
+    language: str,
+    entries: dict[str, list[str]],
+    old: dict[str, str],
+    what: str = "helpers' self-check messages",
+) -> str:
+    head = f"# {what} in {language} (scripts/helpers_i18n.py update).\n"
     body = [_entry(k, old.get(k, "")) for k in entries]
     return "\n".join([head + _HEADER.format(language=language), *body])
 
@@ -256,16 +263,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "extract":
         LOCALES.mkdir(exist_ok=True)
         TEMPLATE.write_text(template_text(entries), encoding="utf-8")
-        FIGURE_TEMPLATE.write_text(template_text(figures), encoding="utf-8")
+        FIGURE_TEMPLATE.write_text(template_text(figures, FIGURES), encoding="utf-8")
         print(f"{len(entries)} messages -> {TEMPLATE.relative_to(ROOT)}")
         print(f"{len(figures)} texts of figures -> {FIGURE_TEMPLATE.relative_to(ROOT)}")
         return 0
     if args.command == "update":
         for language in LANGUAGES:
-            for path, found in ((LOCALES / f"{language}.po", entries),
-                                (LOCALES / f"figures.{language}.po", figures)):  # fmt: skip
+            for path, found, what in (
+                (LOCALES / f"{language}.po", entries, "helpers' self-check messages"),
+                (LOCALES / f"figures.{language}.po", figures, FIGURES),
+            ):
                 old = read_po(path) if path.exists() else {}
-                path.write_text(catalogue_text(language, found, old), encoding="utf-8")
+                path.write_text(catalogue_text(language, found, old, what), encoding="utf-8")
                 missing = sum(1 for k in found if k not in old)
                 print(f"{path.relative_to(ROOT)}: {len(found)} entries, {missing} to translate")
         return 0
