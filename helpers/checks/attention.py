@@ -653,9 +653,9 @@ def _grad_part(fn: Callable[..., object], index: int) -> Callable[..., object]:
     def part(*args: np.ndarray) -> object:
         result = fn(*args)
         if not isinstance(result, (tuple, list)) or len(result) != 3:
-            what = f"a {type(result).__name__}"
+            what = msg("a {type}", type=type(result).__name__)
             if isinstance(result, (tuple, list)):
-                what += msg(" of length {n_result}", n_result=len(result))
+                what = msg("a {type} of length {n}", type=type(result).__name__, n=len(result))
             raise ValueError(
                 localize(
                     msg("it must return three arrays (dQ, dK, dV); it returned {what}", what=what)
@@ -778,7 +778,7 @@ def check_attention_grad(
     _require_callable(fn, "check_attention_grad")
     rng = np.random.default_rng(3)
     inputs = {
-        "square": (
+        msg("square"): (
             rng.integers(-2, 3, size=(3, 3)),
             rng.integers(-2, 3, size=(3, 3)),
             rng.integers(-2, 3, size=(3, 3)),
@@ -802,7 +802,7 @@ def check_attention_grad(
         expected = attention_backward(Q, K, V, weights, G)
         for index, part in enumerate(_GRAD_NAMES):
             case = Case(
-                f"{name}: {part}",
+                msg("{name}: {part}", name=name, part=part),
                 {"Q": Q, "K": K, "V": V, "grad_output": G},
                 expected[index],
                 texts[name],
@@ -841,9 +841,9 @@ def _self_part(fn: Callable[..., object], index: int) -> Callable[..., object]:
     def part(*args: np.ndarray) -> object:
         result = fn(*args)
         if not isinstance(result, (tuple, list)) or len(result) != 4:
-            what = f"a {type(result).__name__}"
+            what = msg("a {type}", type=type(result).__name__)
             if isinstance(result, (tuple, list)):
-                what += msg(" of length {n_result}", n_result=len(result))
+                what = msg("a {type} of length {n}", type=type(result).__name__, n=len(result))
             raise ValueError(
                 localize(
                     msg(
@@ -967,8 +967,8 @@ def check_self_attention_grad(
     _require_callable(fn, "check_self_attention_grad")
     rng = np.random.default_rng(5)
     inputs = {
-        "square": (3, 3, 3, 3),
-        "rectangular": (4, 5, 2, 3),
+        msg("square"): (3, 3, 3, 3),
+        msg("rectangular"): (4, 5, 2, 3),
     }
     texts = {
         "square": "n = d_model = d_k = d_v = 3: a transposed weight gradient still has the "
@@ -991,7 +991,7 @@ def check_self_attention_grad(
         )
         for index, part in enumerate(_SELF_NAMES):
             case = Case(
-                f"{name}: {part}",
+                msg("{name}: {part}", name=name, part=part),
                 {"X": X, "W_Q": W_Q, "W_K": W_K, "W_V": W_V, "grad_output": G},
                 expected[index],
                 texts[name],

@@ -29,7 +29,7 @@ from helpers.checks.core import (
     run_checks,
     section,
 )
-from helpers.i18n import localize, msg
+from helpers.i18n import join, localize, msg
 from helpers.masks import causal_mask
 from helpers.multihead import (
     merge_heads,
@@ -173,12 +173,13 @@ def _then_true(arrange: Callable[..., tuple[object, ...]]) -> Callable[..., tupl
 
 def _shapes_line(X: np.ndarray, weights: Mapping[str, np.ndarray], *rest: str) -> str:
     w = next(iter(weights.values()))
-    return "; ".join(
+    return join(
+        "; ",
         [
             f"X: {X.shape}",
             msg("{names}: {w_shape} each", names=", ".join(weights), w_shape=w.shape),
             *rest,
-        ]
+        ],
     )
 
 
@@ -848,7 +849,7 @@ def check_mha_backward(
             specs.append(
                 _Spec(
                     Case(
-                        f"{name} ({label})",
+                        msg("{name} ({label})", name=name, label=label),
                         {"X": X, **weights, "grad_output": G},
                         right[name],
                         texts[label],

@@ -654,7 +654,7 @@ def check_entropy(fn: Callable[[np.ndarray], npt.ArrayLike], *, hint: bool = Fal
         ("uniform over 4", np.full(4, 0.25), "uniform over 4 outcomes: log 4, in nats"),
         ("general vector", np.array([0.1, 0.2, 0.7]), formula),
         (
-            "one-hot",
+            msg("one-hot"),
             np.array([0.0, 1.0, 0.0]),
             msg("a certain outcome has entropy 0; {zero_log_zero}", zero_log_zero=_ZERO_LOG_ZERO),
         ),

@@ -303,7 +303,7 @@ def check_layer_norm_backward(fn: Callable[..., object], *, hint: bool = False) 
     >>> check_layer_norm_backward(pass_through).status
     'failed'
     """
-    layouts = (("rows", 61, (4, 6), 1e-5), ("a batch of sequences", 62, (2, 3, 5), 0.01))
+    layouts = ((msg("rows"), 61, (4, 6), 1e-5), ("a batch of sequences", 62, (2, 3, 5), 0.01))
     texts = {
         "rows": "dx has the shape of x, and each of its rows sums to 0 (adding a constant to a "
         "row changes no output); dgamma and dbeta have the shape of gamma",
@@ -329,7 +329,12 @@ def check_layer_norm_backward(fn: Callable[..., object], *, hint: bool = False) 
             inputs = {"grad_y": G, "x": x, "gamma": gamma, "eps": np.array(eps)}
             specs.append(
                 _Spec(
-                    Case(f"{name} ({label})", inputs, right[name], texts[label]),
+                    Case(
+                        msg("{name} ({label})", name=name, label=label),
+                        inputs,
+                        right[name],
+                        texts[label],
+                    ),
                     _append(),
                     shown,
                     _ln_backward_diagnose(name),
@@ -484,7 +489,7 @@ def check_rms_norm_backward(fn: Callable[..., object], *, hint: bool = False) ->
     >>> check_rms_norm_backward(pass_through).status
     'failed'
     """
-    layouts = (("rows", 63, (4, 6), 1e-6), ("a batch of sequences", 64, (2, 3, 5), 0.5))
+    layouts = ((msg("rows"), 63, (4, 6), 1e-6), ("a batch of sequences", 64, (2, 3, 5), 0.5))
     texts = {
         "rows": "dx has the shape of x and dgamma that of gamma; the tokens' mean is far from "
         "0, so a mean that does not belong here shows",
@@ -513,7 +518,12 @@ def check_rms_norm_backward(fn: Callable[..., object], *, hint: bool = False) ->
             )
             specs.append(
                 _Spec(
-                    Case(f"{name} ({label})", inputs, right[name], texts[label]),
+                    Case(
+                        msg("{name} ({label})", name=name, label=label),
+                        inputs,
+                        right[name],
+                        texts[label],
+                    ),
                     _append(),
                     shown,
                     _rms_backward_diagnose(name),
@@ -1200,7 +1210,12 @@ def check_fold_layer_norm(fn: Callable[..., object], *, hint: bool = False) -> C
         for name in _FOLD_NAMES:
             specs.append(
                 _Spec(
-                    Case(f"{name}, {label}", inputs, right[name], _FOLD_HINT),
+                    Case(
+                        msg("{name}, {label}", name=name, label=label),
+                        inputs,
+                        right[name],
+                        _FOLD_HINT,
+                    ),
                     _append(),
                     shown,
                     _fold_diagnose(name),
