@@ -50,6 +50,7 @@ from pathlib import Path
 __all__ = [
     "LANGUAGES",
     "Msg",
+    "figure_text",
     "get_language",
     "join",
     "localize",
@@ -58,6 +59,7 @@ __all__ = [
     "set_language",
     "tr",
     "width",
+    "wrap",
 ]
 
 LANGUAGES = ("en", "ko")
