@@ -160,9 +160,16 @@ def extract_figures() -> dict[str, list[str]]:
     return entries
 
 
+def _values(template: str) -> list[int]:
+    """Which values a template shows: ``{}`` in order, or ``{1}``, ``{0}`` in any order."""
+    found = re.findall(r"(?<!\{)\{(\d*)\}(?!\})", template)
+    return sorted(int(k) if k else i for i, k in enumerate(found))
+
+
 def figure_problems(language: str, entries: dict[str, list[str]] | None = None) -> list[str]:
     """What is wrong with the figure catalogue of `language` (as :func:`problems`): a
-    template's ``{}`` and every ``$...$`` must be kept."""
+    template's values (``{}``, or ``{1}`` and ``{0}`` to show them in another order) and
+    every ``$...$`` must be kept."""
     entries = extract_figures() if entries is None else entries
     found = []
     current = template_text(entries, FIGURES)
@@ -173,9 +180,9 @@ def figure_problems(language: str, entries: dict[str, list[str]] | None = None) 
     for msgid in entries:
         if msgid not in translated:
             found.append(f"no {language} translation of a figure's text: {msgid!r}")
-        elif msgid.count("{}") != translated[msgid].count("{}") or sorted(
-            _MATH.findall(msgid)
-        ) != sorted(_MATH.findall(translated[msgid])):
+        elif _values(msgid) != _values(translated[msgid]) or sorted(_MATH.findall(msgid)) != sorted(
+            _MATH.findall(translated[msgid])
+        ):
             found.append(f"values or mathematics differ: {msgid!r} -> {translated[msgid]!r}")
     for msgid in translated:
         if msgid not in entries:

@@ -56,6 +56,10 @@ def test_a_template_keeps_the_values_as_drawn():
     )
     assert figure_text("temperature $\\tau$", "ko") == "온도 $\\tau$"
     assert figure_text("a text no figure draws", "ko") == "a text no figure draws"
+    # Korean puts the whole before the part: the translation shows the values reordered
+    assert figure_text("weights: 3 of 4 allowed", "ko") == "가중치: 4개 중 3개 허용"
+    assert helpers_i18n._values("가중치: {1}개 중 {0}개 허용") == helpers_i18n._values("{} of {}")
+    assert helpers_i18n._values("{0}개 중 {0}개") != helpers_i18n._values("{} of {}")
     assert figure_text(TEMPLATE_TEXT, "en") == TEMPLATE_TEXT
 
 
