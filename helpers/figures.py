@@ -18,6 +18,13 @@ the 686 px text column at 1366 wide. The explorers of :mod:`helpers.widgets` rec
 the same chunk in each of their frames.
 
 All output is byte-deterministic: no timestamp, no software version in the PNG.
+
+Words in figures follow the language of :mod:`helpers.i18n`: with ``set_language("ko")``
+every text a figure draws that the figure catalogue knows (a title, an axis label, a
+legend entry, an annotation; exactly, or as a template whose numbers are kept as drawn)
+is drawn in Korean (:func:`translated_text`, at draw time: the notebooks' code is
+unchanged), in NanumGothic after the figure's own font (the copy that the package
+``koreanize-matplotlib`` ships, registered with matplotlib without changing its settings).
 """
 
 from __future__ import annotations
@@ -28,13 +35,19 @@ import functools
 import io
 import json
 import numbers
+import re
 import struct
+import warnings
 import zlib
 from collections.abc import Iterator
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+
+from helpers.i18n import figure_text, get_language
 
 __all__ = [
     "FIGURE_KEY",
@@ -42,8 +55,10 @@ __all__ = [
     "PIXEL_RATIO",
     "figure_png",
     "figure_record",
+    "korean_font",
     "recording_font_sizes",
     "text_px",
+    "translated_text",
     "use_book_figures",
     "with_figure_record",
 ]
@@ -85,13 +100,82 @@ def recording_font_sizes() -> Iterator[list[float]]:
     def draw(self: Text, renderer: Any) -> Any:
         if self.get_visible() and self.get_text().strip():
             sizes.append(float(self.get_fontsize()))
-        return original(self, renderer)
+        with _shown_in_language(self):
+            return original(self, renderer)
 
     Text.draw = draw  # type: ignore[method-assign]
     try:
         yield sizes
     finally:
         Text.draw = original  # type: ignore[method-assign]
+
+
+_WIDE = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")  # Hangul
+
+
+@functools.cache
+def korean_font() -> str | None:
+    """The family name of the Korean font figures use, registered with matplotlib
+    (NanumGothic, from the package ``koreanize-matplotlib``), or None if it is not
+    installed. Registering it changes none of matplotlib's settings."""
+    spec = find_spec("koreanize_matplotlib")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "fonts" / "NanumGothic.ttf"
+    if not path.is_file():
+        return None
+    from matplotlib import font_manager
+
+    font_manager.fontManager.addfont(str(path))
+    return font_manager.FontProperties(fname=str(path)).get_name()
+
+
+@functools.cache
+def _warn_no_font() -> None:
+    warnings.warn(
+        "figures stay in English: the Korean font is missing "
+        "(pip install koreanize-matplotlib==0.1.1)",
+        stacklevel=4,
+    )
+
+
+@contextlib.contextmanager
+def _shown_in_language(text: Text) -> Iterator[None]:
+    """While it lasts, `text` shows its words in the language set (see the module's notes)."""
+    english = text.get_text()
+    shown = figure_text(english) if isinstance(english, str) else english
+    if shown == english:
+        yield
+        return
+    font = korean_font() if _WIDE.search(shown) else ""
+    if font is None:
+        _warn_no_font()
+        yield
+        return
+    families = text.get_fontfamily()
+    text.set_text(shown)
+    if font:
+        # mathtext draws the words around $...$ in the first family only (no fallback)
+        math = text._preprocess_math(shown)[1] is True
+        text.set_fontfamily([font, *families] if math else [*families, font])
+    try:
+        yield
+    finally:
+        text.set_text(english)
+        text.set_fontfamily(families)
+
+
+@contextlib.contextmanager
+def translated_text(fig: Figure) -> Iterator[None]:
+    """While it lasts, every text of `fig` shows its words in the language set (English:
+    nothing changes), so that a tight crop measures the words drawn."""
+    if get_language() == "en":
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        for text in fig.findobj(Text):
+            stack.enter_context(_shown_in_language(text))  # type: ignore[arg-type]
+        yield
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -226,7 +310,7 @@ def figure_png(
         raise ValueError(f"pixel_ratio must be a positive integer, got {pixel_ratio!r}")
     dpi = fig.dpi * pixel_ratio
     out = io.BytesIO()
-    with recording_font_sizes() as sizes:
+    with recording_font_sizes() as sizes, translated_text(fig):
         fig.savefig(
             out,
             format="png",

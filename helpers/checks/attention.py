@@ -25,6 +25,7 @@ from helpers.checks.core import (
     run_checks,
     section,
 )
+from helpers.i18n import localize, msg
 from helpers.masks import causal_mask
 
 __all__ = [
@@ -49,9 +50,9 @@ _MASKS = section(2, "Masks")
 _FULLY_MASKED = section(2, "Fully masked rows")
 _BACKWARD = section(2, "The backward pass")
 _OVERFLOW = section(1, "Computing softmax without overflow")
-_STABLE_ROWS = (
-    "the weights are still finite and each row sums to 1: a softmax need not overflow "
-    f"({_OVERFLOW})"
+_STABLE_ROWS = msg(
+    "the weights are still finite and each row sums to 1: a softmax need not overflow ({overflow})",
+    overflow=_OVERFLOW,
 )
 
 
@@ -107,7 +108,9 @@ def _attention_slips(
     """(what a slip gives, what to say about it) for the inputs of one case."""
     d_k = Q.shape[-1]
     S = Q @ K.T
-    scaled = f"the scaling keeps the scores' spread independent of d_k ({_SCALED})"
+    scaled = msg(
+        "the scaling keeps the scores' spread independent of d_k ({scaled})", scaled=_SCALED
+    )
     rows = "each query's weights, a row, are positive and sum to 1"
     slips = [
         (
@@ -217,13 +220,16 @@ def check_attention(
             np.array([[300.0, 0.0], [0.0, 300.0]]),
             np.array([[4.0, 0.0], [3.0, 1.0], [0.0, 5.0]]),
             np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
-            f"the scores reach 1060, where exp overflows: {_STABLE_ROWS}",
+            msg(
+                "the scores reach 1060, where exp overflows: {stable_rows}",
+                stable_rows=_STABLE_ROWS,
+            ),
         ),
         "wide d_k = 16": (
             rng.integers(-2, 3, size=(3, 16)).astype(np.float64),
             rng.integers(-2, 3, size=(4, 16)).astype(np.float64),
             rng.integers(-2, 3, size=(4, 2)).astype(np.float64),
-            f"with d_k = 16 the scaling of the scores matters most ({_SCALED})",
+            msg("with d_k = 16 the scaling of the scores matters most ({scaled})", scaled=_SCALED),
         ),
         "equal scores": (
             np.array([[1.0, 2.0]]),
@@ -241,15 +247,22 @@ def check_attention(
             np.array([[400.0, 0.0], [0.0, 1.0]]),
             np.array([[4.0, 0.0], [3.0, 1.0], [0.0, 2.0]]),
             np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
-            "row 1's scores reach 800 and row 2's stay below 2: each row is a softmax of its "
-            "own, and a shift common to the whole matrix underflows every exp of row 2 to 0 "
-            f"(e^-745 is below the smallest float64), so 0/0 ({_OVERFLOW})",
+            msg(
+                "row 1's scores reach 800 and row 2's stay below 2: each row is a "
+                "softmax of its own, and a shift common to the whole matrix underflows "
+                "every exp of row 2 to 0 (e^-745 is below the smallest float64), so 0/0 "
+                "({overflow})",
+                overflow=_OVERFLOW,
+            ),
         ),
         "float32 input": (
             np.array([[40.0, 0.0], [0.0, 40.0]], dtype=_F32),
             np.array([[4.0, 0.0], [0.0, 4.0]], dtype=_F32),
             np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=_F32),
-            f"in float32 exp overflows above 88.7, and these scores reach 113: {_STABLE_ROWS}",
+            msg(
+                "in float32 exp overflows above 88.7, and these scores reach 113: {stable_rows}",
+                stable_rows=_STABLE_ROWS,
+            ),
         ),
     }
     cases = [
@@ -401,10 +414,13 @@ def check_causal_mask(fn: Callable[[int], npt.ArrayLike], *, hint: bool = False)
             result = dataclasses.replace(
                 result,
                 passed=False,
-                got=f"{result.got} (dtype {dtype})",
-                problem=f"the right pattern, but as numbers of dtype {dtype}, not a boolean "
-                "mask: a mask of 0s and 1s reads like the additive form, where 0 means "
-                "allowed, or like the '1 = blocked' convention of other code",
+                got=msg("{result_got} (dtype {dtype})", result_got=result.got, dtype=dtype),
+                problem=msg(
+                    "the right pattern, but as numbers of dtype {dtype}, not a boolean mask: "
+                    "a mask of 0s and 1s reads like the additive form, where 0 means "
+                    "allowed, or like the '1 = blocked' convention of other code",
+                    dtype=dtype,
+                ),
                 hint="return an array of booleans (dtype bool), True where the query may attend",
             )
         results.append(result)
@@ -419,9 +435,11 @@ _MASK_BEFORE_SOFTMAX = (
     "a key the mask hides gets weight exactly 0, and the weights of the keys it allows "
     "still sum to 1"
 )
-_FULLY_MASKED_RULE = (
-    "a query that may attend to no key has nothing to attend to: the book's convention (and "
-    f"PyTorch's) is weights 0 and output 0 for that row ({_FULLY_MASKED})"
+_FULLY_MASKED_RULE = msg(
+    "a query that may attend to no key has nothing to attend to: the book's "
+    "convention (and PyTorch's) is weights 0 and output 0 for that row "
+    "({fully_masked})",
+    fully_masked=_FULLY_MASKED,
 )
 
 
@@ -571,14 +589,14 @@ def check_masked_attention(
             K4,
             V4,
             np.array([[True, True, True, False]]),
-            f"the mask broadcasts against the (n, m) scores like any array: {text}",
+            msg("the mask broadcasts against the (n, m) scores like any array: {text}", text=text),
         ),
         "large scores with a mask": (
             100 * Q,
             K,
             V,
             causal_mask(3),
-            f"scores near 200: {_STABLE_ROWS}",
+            msg("scores near 200: {stable_rows}", stable_rows=_STABLE_ROWS),
         ),
         "a query with no allowed key": (
             Q,
@@ -635,10 +653,14 @@ def _grad_part(fn: Callable[..., object], index: int) -> Callable[..., object]:
     def part(*args: np.ndarray) -> object:
         result = fn(*args)
         if not isinstance(result, (tuple, list)) or len(result) != 3:
-            what = f"a {type(result).__name__}"
+            what = msg("a {type}", type=type(result).__name__)
             if isinstance(result, (tuple, list)):
-                what += f" of length {len(result)}"
-            raise ValueError(f"it must return three arrays (dQ, dK, dV); it returned {what}")
+                what = msg("a {type} of length {n}", type=type(result).__name__, n=len(result))
+            raise ValueError(
+                localize(
+                    msg("it must return three arrays (dQ, dK, dV); it returned {what}", what=what)
+                )
+            )
         return result[index]
 
     return part
@@ -653,8 +675,11 @@ def _grad_slips(
     dS = A * (dA - (dA * A).sum(axis=-1, keepdims=True))
     no_rowsum = A * dA
     missing_scale = Finding(
-        f"{_GRAD_NAMES[index]} lacks the factor 1/sqrt(d_k): the scores are scaled, so the "
-        "chain rule brings that factor into dQ and dK",
+        msg(
+            "{grad_names} lacks the factor 1/sqrt(d_k): the scores are scaled, so "
+            "the chain rule brings that factor into dQ and dK",
+            grad_names=_GRAD_NAMES[index],
+        ),
         "the scaling of the scores is part of the forward pass, and of its derivative",
     )
     rowsum = Finding(
@@ -664,7 +689,7 @@ def _grad_slips(
         "score moves weight away from every other key",
     )
     transposed = Finding(
-        f"{_GRAD_NAMES[index]} has a transpose in the wrong place",
+        msg("{grad_names} has a transpose in the wrong place", grad_names=_GRAD_NAMES[index]),
         "on the square case the shapes cannot tell: check which index of the scores belongs "
         "to the queries and which to the keys",
     )
@@ -753,7 +778,7 @@ def check_attention_grad(
     _require_callable(fn, "check_attention_grad")
     rng = np.random.default_rng(3)
     inputs = {
-        "square": (
+        msg("square"): (
             rng.integers(-2, 3, size=(3, 3)),
             rng.integers(-2, 3, size=(3, 3)),
             rng.integers(-2, 3, size=(3, 3)),
@@ -777,7 +802,7 @@ def check_attention_grad(
         expected = attention_backward(Q, K, V, weights, G)
         for index, part in enumerate(_GRAD_NAMES):
             case = Case(
-                f"{name}: {part}",
+                msg("{name}: {part}", name=name, part=part),
                 {"Q": Q, "K": K, "V": V, "grad_output": G},
                 expected[index],
                 texts[name],
@@ -816,11 +841,16 @@ def _self_part(fn: Callable[..., object], index: int) -> Callable[..., object]:
     def part(*args: np.ndarray) -> object:
         result = fn(*args)
         if not isinstance(result, (tuple, list)) or len(result) != 4:
-            what = f"a {type(result).__name__}"
+            what = msg("a {type}", type=type(result).__name__)
             if isinstance(result, (tuple, list)):
-                what += f" of length {len(result)}"
+                what = msg("a {type} of length {n}", type=type(result).__name__, n=len(result))
             raise ValueError(
-                f"it must return four arrays (dX, dW_Q, dW_K, dW_V); it returned {what}"
+                localize(
+                    msg(
+                        "it must return four arrays (dX, dW_Q, dW_K, dW_V); it returned {what}",
+                        what=what,
+                    )
+                )
             )
         return result[index]
 
@@ -841,9 +871,12 @@ def _self_slips(
                 (
                     sum(through[name] for name in kept),
                     Finding(
-                        f"only the path(s) through {', '.join(kept)} are included; the "
-                        f"path(s) through {', '.join(missing)} are missing: X makes the "
-                        "queries, the keys and the values",
+                        msg(
+                            "only the path(s) through {names} are included; the path(s) through "
+                            "{names2} are missing: X makes the queries, the keys and the values",
+                            names=", ".join(kept),
+                            names2=", ".join(missing),
+                        ),
                         _SELF_PATHS,
                     ),
                 )
@@ -862,8 +895,10 @@ def _self_slips(
         return slips
     d, W = [(dQ, W_Q), (dK, W_K), (dV, W_V)][index - 1]
     transposed = Finding(
-        f"{_SELF_NAMES[index]} is transposed (its shape matches only because the matrix is "
-        "square here)",
+        msg(
+            "{self_names} is transposed (its shape matches only because the matrix is square here)",
+            self_names=_SELF_NAMES[index],
+        ),
         "the gradient of a weight has the weight's shape, (d_model, d_k): the rows belong "
         "to the features of X",
     )
@@ -932,8 +967,8 @@ def check_self_attention_grad(
     _require_callable(fn, "check_self_attention_grad")
     rng = np.random.default_rng(5)
     inputs = {
-        "square": (3, 3, 3, 3),
-        "rectangular": (4, 5, 2, 3),
+        msg("square"): (3, 3, 3, 3),
+        msg("rectangular"): (4, 5, 2, 3),
     }
     texts = {
         "square": "n = d_model = d_k = d_v = 3: a transposed weight gradient still has the "
@@ -956,7 +991,7 @@ def check_self_attention_grad(
         )
         for index, part in enumerate(_SELF_NAMES):
             case = Case(
-                f"{name}: {part}",
+                msg("{name}: {part}", name=name, part=part),
                 {"X": X, "W_Q": W_Q, "W_K": W_K, "W_V": W_V, "grad_output": G},
                 expected[index],
                 texts[name],
@@ -1173,7 +1208,10 @@ def check_kernel_attention(
             np.array([[0.1, 0.0], [1.0, 1.0], [2.0, 2.0]]),
             np.array([[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]),
             1e-3,
-            f"sigma = 1e-3: {_KERNEL_UNDERFLOW}; each output row is the value of the nearest key",
+            msg(
+                "sigma = 1e-3: {kernel_underflow}; each output row is the value of the nearest key",
+                kernel_underflow=_KERNEL_UNDERFLOW,
+            ),
         ),
         (
             "large sigma = 1e4 (the mean of the values)",
@@ -1197,7 +1235,13 @@ def check_kernel_attention(
         _Spec(
             Case(name, {"Q": Q, "K": K, "V": V}, _kernel_reference(Q, K, V, sigma)[0], hint),
             _append(sigma),
-            f"Q: {Q.shape}, K: {K.shape}, V: {V.shape}, sigma = {sigma:g}",
+            msg(
+                "Q: {q_shape}, K: {k_shape}, V: {v_shape}, sigma = {sigma:g}",
+                q_shape=Q.shape,
+                k_shape=K.shape,
+                v_shape=V.shape,
+                sigma=sigma,
+            ),
             _kernel_diagnose(sigma),
             lambda r: r[0] if isinstance(r, tuple) and len(r) == 2 else r,
         )
@@ -1400,7 +1444,7 @@ def check_left_padded_attention(fn: Callable[..., object], *, hint: bool = False
             "scores near 1e3",
             qkv(2, 5, 4, 2, scale=20.0),
             [5, 3],
-            f"scores near 1e3: {_STABLE_ROWS}",
+            msg("scores near 1e3: {stable_rows}", stable_rows=_STABLE_ROWS),
         ),
         (
             "float32 input",
@@ -1418,7 +1462,12 @@ def check_left_padded_attention(fn: Callable[..., object], *, hint: bool = False
             _Spec(
                 Case(name, {"Q": Q, "K": K, "V": V, "lengths": lengths}, expected, text),
                 lambda *arrays: arrays,
-                f"Q, K: {Q.shape}, V: {V.shape}, lengths = {lengths.tolist()}",
+                msg(
+                    "Q, K: {q_shape}, V: {v_shape}, lengths = {tolist}",
+                    q_shape=Q.shape,
+                    v_shape=V.shape,
+                    tolist=lengths.tolist(),
+                ),
                 _left_pad_diagnose,
                 lambda r: r[0] if isinstance(r, tuple) and len(r) == 2 else r,
             )
@@ -1427,7 +1476,7 @@ def check_left_padded_attention(fn: Callable[..., object], *, hint: bool = False
         fn,
         "check_left_padded_attention",
         specs,
-        see=f"{_MASKS} and {_FULLY_MASKED}",
+        see=msg("{masks} and {fully_masked}", masks=_MASKS, fully_masked=_FULLY_MASKED),
         more="the mask is two conditions at once: whether the key comes after the query, "
         "and whether the key is a real token of its sequence; find an array for each and "
         "combine them into the batch's (b, n, n) mask. Then make the softmax of a row with "

@@ -26,6 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from helpers.checks.shortcuts import public_names, watching
+from helpers.i18n import get_language, join, localize, msg, width
+from helpers.i18n import wrap as _wrap_wide
 
 __all__ = [
     "ERROR",
@@ -198,7 +200,7 @@ def section(chapter: int, title: str) -> str:
     'chapter 2, "Masks"'
     """
     SECTIONS.add((chapter, title))
-    return f'chapter {chapter}, "{title}"'
+    return msg('chapter {chapter}, "{title}"', chapter=chapter, title=title)
 
 
 # ---------------------------------------------------------------------------
@@ -354,20 +356,25 @@ class CheckReport:
     @property
     def message(self) -> str:
         """One line for a table of results: "" if passed, else what went wrong first (in
-        the smallest failing case)."""
+        the smallest failing case); in the language set."""
+        return localize(self._message())
+
+    def _message(self) -> str:
         if self.not_attempted:
-            return f"{self.function} raises NotImplementedError: not attempted yet"
+            return msg(
+                "{function} raises NotImplementedError: not attempted yet", function=self.function
+            )
         if self.book_calls:
-            return (
-                f"this calls {_names(self.book_calls)}, the book's own version: the exercise "
-                "asks you to write it"
+            return msg(
+                "this calls {names}, the book's own version: the exercise asks you to write it",
+                names=_names(self.book_calls),
             )
         if self.passed:
             return ""
         first = self.failures[0]
         if first.raised:  # got: "raised ValueError: ..."
-            return f"{first.name}: your function {first.got}"
-        return f"{first.name}: {first.problem}"
+            return msg("{name}: your function {got}", name=first.name, got=first.got)
+        return msg("{name}: {problem}", name=first.name, problem=first.problem)
 
     def to_dict(self) -> dict[str, str | int]:
         """The verdict as plain data (JSON-serialisable), for the grader.
@@ -406,73 +413,119 @@ class CheckReport:
         head = f"{self.check}({self.function})"
         if self.book_calls:
             return _wrap(
-                f"{head}: not attempted: it calls {_names(self.book_calls)}, the book's own "
-                "version of what this check grades. The exercise asks you to write it: "
-                "replace that call by your own computation, then run this check again.",
+                msg(
+                    "{head}: not attempted: it calls {names}, the book's own version of what "
+                    "this check grades. The exercise asks you to write it: replace that call "
+                    "by your own computation, then run this check again.",
+                    head=head,
+                    names=_names(self.book_calls),
+                ),
                 "    ",
             )
         if self.not_attempted:
             return "\n".join(
-                [
-                    f"{head}: not attempted yet ({self.function} raises NotImplementedError).",
+                localize(line)
+                for line in [
+                    msg(
+                        "{head}: not attempted yet ({function} raises NotImplementedError).",
+                        head=head,
+                        function=self.function,
+                    ),
                     _wrap(
-                        "    Write its body in place of the `raise NotImplementedError` line, "
-                        f"run that cell, then run this check again: {n} cases are waiting.",
+                        msg(
+                            "    Write its body in place of the `raise NotImplementedError` line, "
+                            "run that cell, then run this check again: {n} cases are waiting.",
+                            n=n,
+                        ),
                         "    ",
                     ),
                 ]
             )
         if self.passed:
-            names = ", ".join(r.name for r in self.results)
-            count = f"All {n} checks passed" if n != 1 else "The 1 check passed"
-            return _wrap(f"{head}: {count}: {names}.", "    ")
+            names = join(", ", [r.name for r in self.results])
+            count = msg("All {n} checks passed", n=n) if n != 1 else "The 1 check passed"
+            return _wrap(
+                msg("{head}: {count}: {names}.", head=head, count=count, names=names), "    "
+            )
         failed = self.failures
-        lines = [f"{head}: {n - len(failed)} of {n} checks passed, {len(failed)} failed."]
+        lines = [
+            msg(
+                "{head}: {value} of {n} checks passed, {n_failed} failed.",
+                head=head,
+                value=n - len(failed),
+                n=n,
+                n_failed=len(failed),
+            )
+        ]
         first_seen: dict[tuple[str, str], str] = {}
         slip_seen: dict[tuple[str, str], str] = {}
         shown_differ = False
         for r in failed:
             same_as = first_seen.setdefault((r.got, r.problem), r.name)
             if same_as != r.name:  # the same output and problem again: say so briefly
-                lines += ["", f'FAILED: {r.name}: same output and problem as "{same_as}"']
+                lines += [
+                    "",
+                    msg(
+                        'FAILED: {name}: same output and problem as "{same_as}"',
+                        name=r.name,
+                        same_as=same_as,
+                    ),
+                ]
                 continue
             if not r.raised and not r.problem.startswith("values differ"):
                 same_as = slip_seen.setdefault((r.problem, r.hint), r.name)
                 if same_as != r.name:  # the same slip recognised again: say so briefly
-                    lines += ["", f'FAILED: {r.name}: the same problem as "{same_as}"']
+                    lines += [
+                        "",
+                        msg(
+                            'FAILED: {name}: the same problem as "{same_as}"',
+                            name=r.name,
+                            same_as=same_as,
+                        ),
+                    ]
                     continue
             elif r.problem.startswith("values differ") and shown_differ:
                 # no slip recognised: the smallest such case is shown whole, the others
                 # by what differs and what the case expects
-                lines += ["", _wrap(f"FAILED: {r.name}: {r.problem}", "    ")]
+                lines += [
+                    "",
+                    _wrap(msg("FAILED: {name}: {problem}", name=r.name, problem=r.problem), "    "),
+                ]
                 if r.hint:
-                    lines.append(_field("hint", r.hint))
+                    lines.append(_field(msg("hint"), r.hint))
                 continue
             shown_differ = shown_differ or r.problem.startswith("values differ")
-            lines += ["", f"FAILED: {r.name}"]
+            lines += ["", msg("FAILED: {name}", name=r.name)]
             for label, text in (
-                ("input", r.input),
-                ("expected", r.expected),
-                ("got", r.got),
-                ("problem", r.problem),
-                ("hint", r.hint),
+                (msg("input"), r.input),
+                (msg("expected"), r.expected),
+                (msg("got"), r.got),
+                (msg("problem"), r.problem),
+                (msg("hint"), r.hint),
             ):
                 if text:
                     lines.append(_field(label, text))
         passed = [r.name for r in self.results if r.passed]
         if passed:
-            lines += ["", _wrap("Passed: " + ", ".join(passed) + ".", "    ")]
+            lines += ["", _wrap(msg("Passed: {names}.", names=join(", ", passed)), "    ")]
         if self.see:
-            lines += ["", _wrap(f"See {self.see}.", "    ")]
+            lines += ["", _wrap(msg("See {see}.", see=self.see), "    ")]
         if self.more and self.hinted:
-            more = self.more if self.more.endswith(".") else self.more + "."
-            lines += ["", _wrap(f"Fuller hint: {more}", "    ")]
+            more = self.more if self.more.endswith(".") else msg("{more}.", more=self.more)
+            lines += ["", _wrap(msg("Fuller hint: {more}", more=more), "    ")]
         elif self.more:
             lines += [
                 "",
-                _wrap(f"A fuller hint: {self.check}({self.function}, hint=True).", "    "),
+                _wrap(
+                    msg(
+                        "A fuller hint: {check}({function}, hint=True).",
+                        check=self.check,
+                        function=self.function,
+                    ),
+                    "    ",
+                ),
             ]
-        return "\n".join(lines)
+        return "\n".join(localize(line) for line in lines)
 
     __str__ = __repr__
 
@@ -574,8 +627,14 @@ def run_checks(
     """
     if not callable(fn):
         raise TypeError(
-            f"{check_name} expects your function itself, e.g. {check_name}(my_function), "
-            f"not its result; got a {type(fn).__name__}"
+            localize(
+                msg(
+                    "{check_name} expects your function itself, e.g. "
+                    "{check_name}(my_function), not its result; got a {type}",
+                    check_name=check_name,
+                    type=type(fn).__name__,
+                )
+            )
         )
     watched = IMPLEMENTATIONS.get(check_name, ())
     results = tuple(_run_case(fn, case, diagnose, watched) for case in cases)
@@ -712,19 +771,32 @@ def run_self_check(
         check_name = check
         found = getattr(helpers.checks, check, None)
         if not check_name.startswith("check_") or not callable(found):
-            return SelfCheckResult(check_name, name, ERROR, f"no self-check named {check_name!r}")
+            return SelfCheckResult(
+                check_name,
+                name,
+                ERROR,
+                localize(msg("no self-check named {check_name!r}", check_name=check_name)),
+            )
         check = found
     else:
         check_name = _name_of(check)
     if name not in namespace:
         return SelfCheckResult(
-            check_name, name, NOT_ATTEMPTED, f"{name} is not defined: not attempted"
+            check_name,
+            name,
+            NOT_ATTEMPTED,
+            localize(msg("{name} is not defined: not attempted", name=name)),
         )
     try:
         report = check(namespace[name])  # type: ignore[arg-type]
     except Exception as err:
-        message = f"{check_name} raised {type(err).__name__}: {_first_line(err)}"
-        return SelfCheckResult(check_name, name, ERROR, message)
+        message = msg(
+            "{check_name} raised {type}: {first_line}",
+            check_name=check_name,
+            type=type(err).__name__,
+            first_line=_first_line(err),
+        )
+        return SelfCheckResult(check_name, name, ERROR, localize(message))
     return SelfCheckResult(check_name, name, report.status, report.message, report)
 
 
@@ -735,7 +807,10 @@ def _run_case(
     watched: Sequence[str] = (),
 ) -> CaseResult:
     """Run one case; never raises because ``fn`` misbehaved."""
-    shown_input = "\n".join(f"{k} = {_fmt_array(v, dtype=True)}" for k, v in case.inputs.items())
+    shown_input = join(
+        "\n",
+        [msg("{k} = {v}", k=k, v=_fmt_array(v, dtype=True)) for k, v in case.inputs.items()],
+    )
     expected = np.asarray(case.expected)
     calls: list[str] = []
     size = sum(int(np.size(v)) for v in case.inputs.values())
@@ -768,7 +843,11 @@ def _run_case(
             if error is not None:
                 return dataclasses.replace(
                     fail(
-                        f"raised {type(error).__name__}: {_first_line(error)}",
+                        msg(
+                            "raised {type}: {first_line}",
+                            type=type(error).__name__,
+                            first_line=_first_line(error),
+                        ),
                         "your function raised",
                     ),
                     raised=type(error).__name__,
@@ -786,27 +865,39 @@ def _run_case(
     if nested != expected.shape and math.prod(nested) > _MAX_CONVERTED:
         # a huge list of the wrong shape: converting it to an array would take seconds
         return fail(
-            f"a {type(result).__name__} of shape {nested}",
-            f"expected {_shape_text(expected)}, got shape {nested}",
+            msg("a {type} of shape {nested}", type=type(result).__name__, nested=nested),
+            msg(
+                "expected {shape_text}, got shape {nested}",
+                shape_text=_shape_text(expected),
+                nested=nested,
+            ),
             "",
         )
     try:
         got = np.asarray(result)
     except Exception as err:
-        return fail(type(result).__name__, f"could not convert it to an array: {err}")
+        return fail(type(result).__name__, msg("could not convert it to an array: {err}", err=err))
     if got.dtype.kind not in "biuf":
         return fail(
-            f"{type(result).__name__} of dtype {got.dtype}",
+            msg("{type} of dtype {got_dtype}", type=type(result).__name__, got_dtype=got.dtype),
             "expected an array of real numbers",
         )
     shown_got = _fmt_array(got)
     if got.shape != expected.shape:
-        return fail(shown_got, f"expected {_shape_text(expected)}, got shape {got.shape}", "")
+        return fail(
+            shown_got,
+            msg(
+                "expected {shape_text}, got shape {got_shape}",
+                shape_text=_shape_text(expected),
+                got_shape=got.shape,
+            ),
+            "",
+        )
     if changed:
         names = " and ".join(changed)
         return fail(
             shown_got,
-            f"your function changed its input {names} in place",
+            msg("your function changed its input {names} in place", names=names),
             "the caller's arrays must stay as they were: compute new arrays rather than "
             "writing into an argument",
         )
@@ -817,7 +908,7 @@ def _run_case(
         nan_findings = _diagnosed(diagnose, case, got) if nan_aware else []
         if nan_findings:
             hint = next((f.hint for f in nan_findings if f.hint), case.hint)
-            problems = "; ".join(f.problem for f in nan_findings)
+            problems = join("; ", [f.problem for f in nan_findings])
             return fail(shown_got, _join(problems, warned), hint)
         return fail(shown_got, _join("the output contains nan", warned))
     rtol, atol = case.tolerances()
@@ -837,21 +928,31 @@ def _run_case(
         i = _index_of(bad_inf)
         return fail(
             shown_got,
-            _join(f"the output is {_fmt_num(got[i])}{_at(i)} where the answer is finite", warned),
+            _join(
+                msg(
+                    "the output is {got}{at} where the answer is finite",
+                    got=_fmt_num(got[i]),
+                    at=_at(i),
+                ),
+                warned,
+            ),
         )
     findings = _diagnosed(diagnose, case, got)
     if not findings:
         diff = np.where(close, 0.0, np.abs(got - expected))
         i = _index_of(diff == diff.max())
-        problem = (
-            f"values differ (rtol={rtol:g}, atol={atol:g}): largest difference "
-            f"{_fmt_num(diff[i])}{_at(i)}"
+        problem = msg(
+            "values differ (rtol={rtol:g}, atol={atol:g}): largest difference {diff}{at}",
+            rtol=rtol,
+            atol=atol,
+            diff=_fmt_num(diff[i]),
+            at=_at(i),
         )
         if not got.any() and expected.any():
-            problem += "; every entry is 0" if got.size > 1 else "; it is 0"
+            problem = join("; ", [problem, "every entry is 0" if got.size > 1 else "it is 0"])
         return fail(shown_got, _join(problem, warned))
     hint = next((f.hint for f in findings if f.hint), case.hint)
-    return fail(shown_got, _join("; ".join(f.problem for f in findings), warned), hint)
+    return fail(shown_got, _join(join("; ", [f.problem for f in findings]), warned), hint)
 
 
 def _diagnosed(diagnose: Diagnose | None, case: Case, got: np.ndarray) -> list[Finding]:
@@ -863,7 +964,11 @@ def _diagnosed(diagnose: Diagnose | None, case: Case, got: np.ndarray) -> list[F
 
 
 def _shape_text(expected: np.ndarray) -> str:
-    return "a single number, shape ()" if expected.ndim == 0 else f"shape {expected.shape}"
+    return (
+        "a single number, shape ()"
+        if expected.ndim == 0
+        else msg("shape {expected_shape}", expected_shape=expected.shape)
+    )
 
 
 def _nested_shape(value: object) -> tuple[int, ...]:
@@ -886,13 +991,19 @@ def _index_of(mask: np.ndarray) -> tuple[int, ...]:
 def _at(index: tuple[int, ...]) -> str:
     if not index:
         return ""
-    return f" at index {index[0]}" if len(index) == 1 else f" at index {index}"
+    return (
+        msg(" at index {index}", index=index[0])
+        if len(index) == 1
+        else msg(" at index {index}", index=index)
+    )
 
 
 def _names(names: Sequence[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     names = list(names)
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    if len(names) == 1:
+        return names[0]
+    return msg("{names} and {last}", names=", ".join(names[:-1]), last=names[-1])
 
 
 def _name_of(fn: Callable[..., object]) -> str:
@@ -911,11 +1022,11 @@ def _warning_text(caught: Sequence[warnings.WarningMessage]) -> str:
     for w in caught:
         if issubclass(w.category, RuntimeWarning) and str(w.message) not in seen:
             seen.append(str(w.message))
-    return "RuntimeWarning: " + ", ".join(f'"{m}"' for m in seen) if seen else ""
+    return "RuntimeWarning: " + ", ".join(f'"{m}"' for m in seen) if seen else ""  # numpy's words
 
 
 def _join(*parts: str) -> str:
-    return "; ".join(p for p in parts if p)
+    return join("; ", [p for p in parts if p])
 
 
 def _fmt_num(v: float) -> str:
@@ -945,9 +1056,9 @@ def _fmt_array(a: npt.ArrayLike, *, dtype: bool = False) -> str:
     elif arr.ndim == 2 and arr.shape[0] <= _MAX_SHOWN:
         text = "[" + ",\n ".join(_fmt_vector(row) for row in arr) + "]"
     else:
-        text = f"an array of shape {arr.shape}"
+        text = msg("an array of shape {arr_shape}", arr_shape=arr.shape)
     if dtype and shown_dtype != np.float64:
-        text += f" ({shown_dtype})"
+        text = msg("{text} ({dtype})", text=text, dtype=shown_dtype)
     return text
 
 
@@ -956,8 +1067,8 @@ class _ShortRepr(reprlib.Repr):
 
     def repr_ndarray(self, x: np.ndarray, level: int) -> str:
         if x.ndim <= 1 and x.size <= _MAX_SHOWN:
-            return f"array({_fmt_array(x)})"
-        return f"an array of shape {x.shape}"
+            return msg("array({x})", x=_fmt_array(x))
+        return msg("an array of shape {x_shape}", x_shape=x.shape)
 
 
 def _short_repr(value: object, limit: int = 80) -> str:
@@ -972,16 +1083,23 @@ def _short_repr(value: object, limit: int = 80) -> str:
 
 
 def _field(label: str, text: str) -> str:
-    """``    label:    text`` with continuation lines aligned under the text."""
-    prefix = f"    {label + ':':<10}"
-    indent = " " * len(prefix)
-    lines = text.split("\n")
+    """``    label:    text`` with continuation lines aligned under the text (both in the
+    language set)."""
+    label = localize(label) + ":"
+    prefix = "    " + label + " " * max(1, 10 - width(label))
+    indent = " " * width(prefix)
+    lines = localize(text).split("\n")
+    text = lines[0]
     if len(lines) == 1:  # prose: wrap it
         return _wrap(prefix + text, indent)
     return prefix + ("\n" + indent).join(lines)
 
 
 def _wrap(text: str, indent: str) -> str:
+    """`text` in the language set, wrapped to the report's width."""
+    text = localize(text)
+    if get_language() != "en":
+        return _wrap_wide(text, _WIDTH, indent)
     return textwrap.fill(
         text, _WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
     )

@@ -30,6 +30,7 @@ from helpers.checks.core import (
     section,
 )
 from helpers.checks.multihead import _append, _run, _Spec, _Unusable
+from helpers.i18n import msg
 
 __all__ = [
     "check_causal_linear_attention",
@@ -92,7 +93,9 @@ def _merge_pick(result: object) -> np.ndarray:
         return np.stack([mu, ell])
     except (TypeError, ValueError) as err:
         raise _Unusable(
-            _short_repr(result), f"could not read (mu, ell) as arrays: {err}", ""
+            _short_repr(result),
+            msg("could not read (mu, ell) as arrays: {err}", err=err),
+            "",
         ) from err
 
 
@@ -231,7 +234,10 @@ def check_online_softmax_merge(
             _Spec(
                 Case(name, {"mu1": mu1, "ell1": l1, "mu2": mu2, "ell2": l2}, expected, text),
                 lambda *arrays: arrays,
-                f"mu1, ell1, mu2, ell2: arrays of shape {mu1.shape} (output shown as [mu, ell])",
+                msg(
+                    "mu1, ell1, mu2, ell2: arrays of shape {mu1_shape} (output shown as [mu, ell])",
+                    mu1_shape=mu1.shape,
+                ),
                 _merge_diagnose(mu1, l1, mu2, l2),
                 pick=_merge_pick,
             )
@@ -395,10 +401,16 @@ def _memory_case(
         peak = peaks[-1] if peaks else 0
         if peak > limit:
             raise _Unusable(
-                f"the right output, with a peak of {peak / 2**20:.1f} MiB",
-                f"your function allocated {peak / 2**20:.1f} MiB at n = {n}; one n x n "
-                f"float64 matrix is {n * n * 8 / 2**20:.0f} MiB, and the point is to need far "
-                f"less (at most {limit / 2**20:.0f} MiB is allowed)",
+                msg("the right output, with a peak of {value:.1f} MiB", value=peak / 2**20),
+                msg(
+                    "your function allocated {value:.1f} MiB at n = {n}; one n x n float64 "
+                    "matrix is {value2:.0f} MiB, and the point is to need far less (at most "
+                    "{value3:.0f} MiB is allowed)",
+                    value=peak / 2**20,
+                    n=n,
+                    value2=n * n * 8 / 2**20,
+                    value3=limit / 2**20,
+                ),
                 "never build the whole n x n matrix: keep one tile of scores at a time (tiled "
                 "attention), or running sums (linear attention)",
             )
@@ -465,7 +477,10 @@ def check_tiled_attention(fn: Callable[..., npt.ArrayLike], *, hint: bool = Fals
             8,
             4,
             60.0,
-            f"scores near 1e4: nothing may overflow, as in the online softmax ({_ONLINE})",
+            msg(
+                "scores near 1e4: nothing may overflow, as in the online softmax ({online})",
+                online=_ONLINE,
+            ),
         ),
     ]
     specs = []
@@ -477,7 +492,13 @@ def check_tiled_attention(fn: Callable[..., npt.ArrayLike], *, hint: bool = Fals
             _Spec(
                 Case(name, {"Q": Q, "K": K, "V": V}, expected, text),
                 _append(block),
-                f"Q: {Q.shape}, K: {K.shape}, V: {V.shape}; block_size = {block}",
+                msg(
+                    "Q: {q_shape}, K: {k_shape}, V: {v_shape}; block_size = {block}",
+                    q_shape=Q.shape,
+                    k_shape=K.shape,
+                    v_shape=V.shape,
+                    block=block,
+                ),
                 _tiled_diagnose(Q, K, V, block),
             )
         )
@@ -487,13 +508,17 @@ def check_tiled_attention(fn: Callable[..., npt.ArrayLike], *, hint: bool = Fals
         fn,
         "check_tiled_attention",
         Case(
-            f"no n x m matrix: n = m = {_N_BIG}",
+            msg("no n x m matrix: n = m = {n_big}", n_big=_N_BIG),
             {"Q": Qb, "K": Kb, "V": Vb},
             expected_big,
-            f"{_TILED_TEXT}, with one tile of scores at a time",
+            msg("{tiled_text}, with one tile of scores at a time", tiled_text=_TILED_TEXT),
         ),
         _BLOCK_BIG,
-        f"Q, K, V: ({_N_BIG}, 4) each; block_size = {_BLOCK_BIG}; peak memory measured",
+        msg(
+            "Q, K, V: ({n_big}, 4) each; block_size = {block_big}; peak memory measured",
+            n_big=_N_BIG,
+            block_big=_BLOCK_BIG,
+        ),
         _N_BIG,
         nan_aware(lambda case, got: _first_match(got, _tiled_big_candidates())),
     )
@@ -708,13 +733,13 @@ def check_causal_linear_attention(
         fn,
         "check_causal_linear_attention",
         Case(
-            f"no n x n matrix: n = {n_big}",
+            msg("no n x n matrix: n = {n_big}", n_big=n_big),
             {"Q": Qb, "K": Kb, "V": Vb},
             _causal_linear(Qb, Kb, Vb),
-            f"{_LINEAR_TEXT}; without any n x n matrix",
+            msg("{linear_text}; without any n x n matrix", linear_text=_LINEAR_TEXT),
         ),
         None,
-        f"Q, K, V: ({n_big}, 4) each; peak memory measured",
+        msg("Q, K, V: ({n_big}, 4) each; peak memory measured", n_big=n_big),
         n_big,
         _linear_diagnose(Qb, Kb, Vb),
     )
@@ -753,8 +778,12 @@ def _kv_diagnose(L: int, h_kv: int, d_head: int, n: int, b: int, nbytes: int, h:
         candidates = {
             "query heads": (
                 2 * L * n * h * d_head * b * nbytes,
-                f"the query heads ({h}) are used instead of the key/value heads ({h_kv}): with "
-                "grouped-query attention only the key/value heads are cached",
+                msg(
+                    "the query heads ({h}) are used instead of the key/value heads ({h_kv}): "
+                    "with grouped-query attention only the key/value heads are cached",
+                    h=h,
+                    h_kv=h_kv,
+                ),
             ),
             **candidates,
         }
@@ -819,8 +848,17 @@ def check_kv_cache_bytes(
             _Spec(
                 Case(name, {}, expected, _KV_TEXT, rtol=1e-12, atol=0.5),
                 _append(L, h_kv, d, n, b, nb),
-                f"num_layers = {L}, num_kv_heads = {h_kv}, d_head = {d}, n = {n}, batch = {b}, "
-                f"bytes_per_number = {nb} (the model has {h} query heads)",
+                msg(
+                    "num_layers = {l}, num_kv_heads = {h_kv}, d_head = {d}, n = {n}, batch = "
+                    "{b}, bytes_per_number = {nb} (the model has {h} query heads)",
+                    l=L,
+                    h_kv=h_kv,
+                    d=d,
+                    n=n,
+                    b=b,
+                    nb=nb,
+                    h=h,
+                ),
                 _kv_diagnose(L, h_kv, d, n, b, nb, h),
                 exact_integer=True,
             )
@@ -1008,11 +1046,17 @@ def check_flash1_update(fn: Callable[..., object], *, hint: bool = False) -> Che
         out, ell, mu, K_c, V_c = state
         inputs = {"out": out, "ell": ell, "mu": mu, "Q": Q, "K_c": K_c, "V_c": V_c}
         expected = _flash1_step(out, ell, mu, Q, K_c, V_c)[part]
-        shown = (
-            f"out: {out.shape}, ell and mu: {ell.shape} after {name.split(' (')[0]}; "
-            f"Q: {Q.shape}, K_c: {K_c.shape}, V_c: {V_c.shape}"
+        shown = msg(
+            "out: {out_shape}, ell and mu: {ell_shape} after {split}; Q: {q_shape}, "
+            "K_c: {k_c_shape}, V_c: {v_c_shape}",
+            out_shape=out.shape,
+            ell_shape=ell.shape,
+            split=name.split(" (")[0],
+            q_shape=Q.shape,
+            k_c_shape=K_c.shape,
+            v_c_shape=V_c.shape,
         )
-        label = name if part == 0 else f"{name}: {_FLASH1_PARTS[part]}"
+        label = name if part == 0 else msg("{name}: {part}", name=name, part=_FLASH1_PARTS[part])
         specs.append(
             _Spec(
                 Case(label, inputs, expected, texts.get(name, _FLASH1_TEXT)),
@@ -1048,7 +1092,7 @@ def check_flash1_update(fn: Callable[..., object], *, hint: bool = False) -> Che
         fn,
         "check_flash1_update",
         specs,
-        see=f"{_ONLINE} and {_TILED}",
+        see=msg("{online} and {tiled}", online=_ONLINE, tiled=_TILED),
         more=_FLASH1_MORE,
         hint=hint,
     )
@@ -1241,7 +1285,12 @@ def check_chunked_linear_attention(
             _Spec(
                 Case(name, {"Q": Q, "K": K, "V": V}, _causal_linear(Q, K, V), text),
                 _append(chunk),
-                f"Q, K: {Q.shape}, V: {V.shape}, chunk = {chunk}",
+                msg(
+                    "Q, K: {q_shape}, V: {v_shape}, chunk = {chunk}",
+                    q_shape=Q.shape,
+                    v_shape=V.shape,
+                    chunk=chunk,
+                ),
                 _chunked_diagnose(Q, K, V, chunk),
             )
         )
@@ -1254,13 +1303,25 @@ def check_chunked_linear_attention(
         fn,
         "check_chunked_linear_attention",
         Case(
-            f"no n x n matrix, no state per token: n = {_N_BIG}, chunks of {_CHUNK_BIG}",
+            msg(
+                "no n x n matrix, no state per token: n = {n_big}, chunks of {chunk_big}",
+                n_big=_N_BIG,
+                chunk_big=_CHUNK_BIG,
+            ),
             {"Q": Qb, "K": Kb, "V": Vb},
             expected_big,
-            f"{_CHUNK_TEXT}; with one C x C matrix and one d x d_v state at a time",
+            msg(
+                "{chunk_text}; with one C x C matrix and one d x d_v state at a time",
+                chunk_text=_CHUNK_TEXT,
+            ),
         ),
         _CHUNK_BIG,
-        f"Q, K, V: ({_N_BIG}, {_D_BIG}) each, chunk = {_CHUNK_BIG}; peak memory measured",
+        msg(
+            "Q, K, V: ({n_big}, {d_big}) each, chunk = {chunk_big}; peak memory measured",
+            n_big=_N_BIG,
+            d_big=_D_BIG,
+            chunk_big=_CHUNK_BIG,
+        ),
         _N_BIG,
         nan_aware(lambda case, got: _first_match(got, _chunked_big_candidates())),
         limit=24 * 2**20,

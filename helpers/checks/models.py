@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from helpers.checks.core import Case, CheckReport, Finding, run_checks, section
+from helpers.i18n import localize, msg
 from helpers.models import IGNORE_INDEX, beam_search, next_token_distribution
 from helpers.moe import load_balancing_loss, top_k_gating
 from helpers.softmax import softmax
@@ -530,7 +531,7 @@ def check_next_token_distribution(fn: Callable[..., object], *, hint: bool = Fal
     ]
     cases = [
         Case(
-            f"{name} (top_k = {k or 'None'})",
+            msg("{name} (top_k = {value})", name=name, value=k or "None"),
             {"logits": z, "temperature": np.array(t), "top_k": np.array(k)},
             next_token_distribution(z, temperature=t, top_k=k or None),
             hint=text,
@@ -571,7 +572,7 @@ def check_next_token_distribution(fn: Callable[..., object], *, hint: bool = Fal
                         (
                             next_token_distribution(z, temperature=t, top_k=kk),
                             Finding(
-                                f"{what} tokens were kept instead of k",
+                                msg("{what} tokens were kept instead of k", what=what),
                                 "keep exactly k tokens per row",
                             ),
                         )
@@ -623,8 +624,13 @@ class _NextTokenTable:
         tokens = np.asarray(tokens)
         if tokens.ndim != 2:
             raise ValueError(
-                f"next_log_probs takes the beams as one array of shape (beams, t), got "
-                f"shape {tokens.shape}"
+                localize(
+                    msg(
+                        "next_log_probs takes the beams as one array of shape (beams, t), got "
+                        "shape {tokens_shape}",
+                        tokens_shape=tokens.shape,
+                    )
+                )
             )
         return self.table[tokens[:, -2], tokens[:, -1]]  # (beams, V)
 

@@ -29,6 +29,7 @@ from helpers.checks.core import (
     run_checks,
     section,
 )
+from helpers.i18n import join, localize, msg
 from helpers.masks import causal_mask
 from helpers.multihead import (
     merge_heads,
@@ -172,7 +173,14 @@ def _then_true(arrange: Callable[..., tuple[object, ...]]) -> Callable[..., tupl
 
 def _shapes_line(X: np.ndarray, weights: Mapping[str, np.ndarray], *rest: str) -> str:
     w = next(iter(weights.values()))
-    return "; ".join([f"X: {X.shape}", f"{', '.join(weights)}: {w.shape} each", *rest])
+    return join(
+        "; ",
+        [
+            f"X: {X.shape}",
+            msg("{names}: {w_shape} each", names=", ".join(weights), w_shape=w.shape),
+            *rest,
+        ],
+    )
 
 
 def _random_layer(seed: int, n: int, d_model: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -190,10 +198,14 @@ def _random_layer(seed: int, n: int, d_model: int) -> tuple[np.ndarray, dict[str
 _DEFINITION = section(3, "Definition")
 _ONE_PROJECTION = section(3, "One projection for all heads")
 _CAUSAL_TEXT = "with causal=True, query i may attend to the keys j <= i only"
-_SPLIT_HINT = f"head i owns d_k consecutive columns of Q, K and V ({_ONE_PROJECTION})"
-_MERGE_HINT = (
-    "the merge undoes the split: token t's row holds head 1's output for t, then head 2's, "
-    f"and so on ({_ONE_PROJECTION})"
+_SPLIT_HINT = msg(
+    "head i owns d_k consecutive columns of Q, K and V ({one_projection})",
+    one_projection=_ONE_PROJECTION,
+)
+_MERGE_HINT = msg(
+    "the merge undoes the split: token t's row holds head 1's output for t, "
+    "then head 2's, and so on ({one_projection})",
+    one_projection=_ONE_PROJECTION,
 )
 _MHA_MORE = (
     "write one head first: its queries, keys and values are a block of d_k consecutive "
@@ -239,8 +251,12 @@ def _slip_text(kind: str, variant: str, d_model: int, num_heads: int) -> Finding
             _MERGE_HINT,
         ),
         ("scale", "d_model"): (
-            f"the scores are divided by sqrt(d_model) = sqrt({d_model}) instead of "
-            f"sqrt(d_k) = sqrt({d_k}), d_k = d_model / num_heads",
+            msg(
+                "the scores are divided by sqrt(d_model) = sqrt({d_model}) instead of "
+                "sqrt(d_k) = sqrt({d_k}), d_k = d_model / num_heads",
+                d_model=d_model,
+                d_k=d_k,
+            ),
             "each head scales its scores by its own width",
         ),
         ("scale", "none"): (
@@ -425,7 +441,9 @@ def check_multi_head_attention(
             _Spec(
                 Case(name, {"X": X, **weights}, expected, text),
                 _append(h, True) if causal else _append(h),
-                _shapes_line(X, weights, f"num_heads = {h}", f"causal = {causal}"),
+                _shapes_line(
+                    X, weights, msg("num_heads = {h}", h=h), msg("causal = {causal}", causal=causal)
+                ),
                 _mha_diagnose(h, causal),
             )
         )
@@ -567,7 +585,7 @@ def check_mha_parameter_count(
                 atol=0.0,
             ),
             _append(d, h, b),
-            f"d_model = {d}, num_heads = {h}, bias = {b}",
+            msg("d_model = {d}, num_heads = {h}, bias = {b}", d=d, h=h, b=b),
             _count_diagnose(d, h, b),
             exact_integer=True,
         )
@@ -629,7 +647,7 @@ def _mha_grads(
         "dW_V": X.T @ dV,
         "dW_O": C.T @ G,
         "dX": paths["Q"] + paths["K"] + paths["V"],
-        **{f"dX via {p}": g for p, g in paths.items()},
+        **{msg("dX via {p}", p=p): g for p, g in paths.items()},
     }
 
 
@@ -666,15 +684,19 @@ def _backward_diagnose(name: str, num_heads: int, causal: bool = False) -> Diagn
             ]
         for other in ("dW_Q", "dW_K", "dW_V", "dW_O"):
             if other != name and same(right[other]):
-                return [Finding(f"this is {other}, not {name}")]
+                return [Finding(msg("this is {other}, not {name}", other=other, name=name))]
         if name == "dX":
             for used in (("Q",), ("K", "V"), ("Q", "V"), ("Q", "K"), ("V",)):
-                if same(sum(right[f"dX via {p}"] for p in used)):
+                if same(sum(right[msg("dX via {p}", p=p)] for p in used)):
                     missing = [p for p in "QKV" if p not in used]
                     return [
                         Finding(
-                            f"only the path(s) through {', '.join(used)} are included; the "
-                            f"path(s) through {', '.join(missing)} are missing",
+                            msg(
+                                "only the path(s) through {used} are included; the path(s) through "
+                                "{missing} are missing",
+                                used=", ".join(used),
+                                missing=", ".join(missing),
+                            ),
                             "in self-attention X makes the queries, the keys and the values: "
                             "the chain rule adds every path",
                         )
@@ -684,7 +706,7 @@ def _backward_diagnose(name: str, num_heads: int, causal: bool = False) -> Diagn
             if same(slipped[name]):
                 return [
                     Finding(
-                        f"it matches the softmax's backward taken as {slip}",
+                        msg("it matches the softmax's backward taken as {slip}", slip=slip),
                         'the softmax\'s Jacobian has two terms (chapter 1, "The Jacobian")',
                     )
                 ]
@@ -696,18 +718,24 @@ def _backward_diagnose(name: str, num_heads: int, causal: bool = False) -> Diagn
                 known = {
                     -1.0: ("the sign is flipped", ""),
                     math.sqrt(d_k): (
-                        f"it is sqrt(d_k) = {_fmt_num(math.sqrt(d_k))} times too large",
+                        msg(
+                            "it is sqrt(d_k) = {sqrt} times too large",
+                            sqrt=_fmt_num(math.sqrt(d_k)),
+                        ),
                         "the scaling of the scores belongs to their derivative too",
                     ),
                     1 / math.sqrt(d_k): (
-                        f"it is sqrt(d_k) = {_fmt_num(math.sqrt(d_k))} times too small",
+                        msg(
+                            "it is sqrt(d_k) = {sqrt} times too small",
+                            sqrt=_fmt_num(math.sqrt(d_k)),
+                        ),
                         "the scaling of the scores enters the gradient once",
                     ),
                 }
                 for value, (problem, hint) in known.items():
                     if math.isclose(c, value, rel_tol=1e-6):
                         return [Finding(problem, hint)]
-                return [Finding(f"it is {_fmt_num(c)} times the right gradient")]
+                return [Finding(msg("it is {c} times the right gradient", c=_fmt_num(c)))]
         return []
 
     return diagnose
@@ -720,16 +748,19 @@ def _pick(name: str, wrt: tuple[str, ...]) -> Callable[[object], object]:
                 return result[name]
             keys = ", ".join(repr(k) for k in result)
             raise _Unusable(
-                f"a dict with keys {keys}" if keys else "an empty dict",
-                f"the result has no entry {name!r}",
-                f"return a dict with the keys {', '.join(repr(k) for k in wrt)}",
+                msg("a dict with keys {keys}", keys=keys) if keys else "an empty dict",
+                msg("the result has no entry {name!r}", name=name),
+                msg("return a dict with the keys {names}", names=", ".join(repr(k) for k in wrt)),
             )
         if isinstance(result, (tuple, list)) and len(result) == len(wrt):
             return result[wrt.index(name)]
         raise _Unusable(
             type(result).__name__,
-            f"expected a dict of gradients (or a tuple in the order {', '.join(wrt)})",
-            f"return a dict with the keys {', '.join(repr(k) for k in wrt)}",
+            msg(
+                "expected a dict of gradients (or a tuple in the order {names})",
+                names=", ".join(wrt),
+            ),
+            msg("return a dict with the keys {names}", names=", ".join(repr(k) for k in wrt)),
         )
 
     return pick
@@ -785,7 +816,15 @@ def check_mha_backward(
     wrt = tuple(wrt)
     unknown = [w for w in wrt if w not in _GRAD_NAMES]
     if unknown or not wrt:
-        raise ValueError(f"wrt must name some of {', '.join(_GRAD_NAMES)}; got {wrt!r}")
+        raise ValueError(
+            localize(
+                msg(
+                    "wrt must name some of {names}; got {wrt!r}",
+                    names=", ".join(_GRAD_NAMES),
+                    wrt=wrt,
+                )
+            )
+        )
     layouts = (
         ("2 heads", 20, 4, 6, 2, False),
         ("1 head", 21, 3, 4, 1, False),
@@ -810,7 +849,7 @@ def check_mha_backward(
             specs.append(
                 _Spec(
                     Case(
-                        f"{name} ({label})",
+                        msg("{name} ({label})", name=name, label=label),
                         {"X": X, **weights, "grad_output": G},
                         right[name],
                         texts[label],
@@ -819,9 +858,9 @@ def check_mha_backward(
                     _shapes_line(
                         X,
                         weights,
-                        f"num_heads = {h}",
-                        f"grad_output: {G.shape}",
-                        f"causal = {causal}",
+                        msg("num_heads = {h}", h=h),
+                        msg("grad_output: {g_shape}", g_shape=G.shape),
+                        msg("causal = {causal}", causal=causal),
                     ),
                     _backward_diagnose(name, h, causal),
                     _pick(name, wrt),

@@ -19,6 +19,8 @@ import sys
 from types import TracebackType
 from typing import Any
 
+from helpers.i18n import msg
+
 __all__ = ["already_shown", "install", "not_defined_report", "show", "shown_where_called"]
 
 _MARK = "_helpers_checks_name_error"  # set on the shell when its handler is this module's
@@ -114,9 +116,11 @@ def not_defined_report(source: str, error: BaseException) -> str | None:
     found = _check_call(source)
     if not isinstance(error, NameError) or found is None or name not in found[1]:
         return None
-    return (
-        f"{found[0]}({name}): not attempted yet ({name} is not defined: run the cell "
-        "that defines it, then this check again)."
+    return msg(
+        "{found}({name}): not attempted yet ({name} is not defined: run the cell "
+        "that defines it, then this check again).",
+        found=found[0],
+        name=name,
     )
 
 

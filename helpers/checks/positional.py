@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from helpers.checks.core import Case, CheckReport, Diagnose, Finding, section
 from helpers.checks.multihead import _append, _run, _Spec
+from helpers.i18n import msg
 from helpers.positional import (
     alibi_slopes,
     rope,
@@ -217,7 +218,7 @@ def check_sinusoidal_encoding(fn: Callable[[int, int], npt.ArrayLike]) -> CheckR
         _Spec(
             Case(name, {}, sinusoidal_encoding(n, d), _PE_FORMULA),
             _append(n, d),
-            f"n = {n}, d_model = {d}",
+            msg("n = {n}, d_model = {d}", n=n, d=d),
             _pe_diagnose(n, d),
         )
         for name, n, d in layouts
@@ -412,7 +413,8 @@ def _check_shift(
         _Spec(
             Case(name, {}, expected(k, d), text),
             _append(k, d),
-            f"k = {k}, d_model = {d}" + (", concatenated layout" if concatenated else ""),
+            msg("k = {k}, d_model = {d}", k=k, d=d)
+            + (", concatenated layout" if concatenated else ""),
             (_shift_diagnose_concatenated if concatenated else _shift_diagnose)(k, d),
         )
         for name, k, d, text in layouts
@@ -545,8 +547,12 @@ def _float32_angles(x: np.ndarray, expected: np.ndarray, got: np.ndarray) -> lis
         return []
     return [
         Finding(
-            f"right to float32 precision only (largest difference {error:.1e}) on float64 "
-            f"input: the angles, or their cosines and sines, were computed in float32",
+            msg(
+                "right to float32 precision only (largest difference {error:.1e}) on "
+                "float64 input: the angles, or their cosines and sines, were computed in "
+                "float32",
+                error=error,
+            ),
             "the angles need float64 whatever the dtype of x; round to x's dtype only at the end",
         )
     ]
@@ -607,7 +613,12 @@ def check_rope(
         _Spec(
             Case(name, {"x": x, "positions": p}, rope(x.astype(np.float64), p), _ROPE_TEXTS[name]),
             lambda *arrays: arrays,
-            f"x: {x.shape} ({x.dtype}), positions = {list(map(int, p))}",
+            msg(
+                "x: {x_shape} ({x_dtype}), positions = {map}",
+                x_shape=x.shape,
+                x_dtype=x.dtype,
+                map=list(map(int, p)),
+            ),
             _rope_diagnose,
         )
         for name, x, p in layouts
@@ -702,7 +713,12 @@ def check_rope_half(
                 _ROPE_TEXTS.get(name, "row t's pairs turn by t times their frequencies"),
             ),
             lambda *arrays: arrays,
-            f"x: {x.shape} ({x.dtype}), positions = {list(map(int, p))}",
+            msg(
+                "x: {x_shape} ({x_dtype}), positions = {map}",
+                x_shape=x.shape,
+                x_dtype=x.dtype,
+                map=list(map(int, p)),
+            ),
             _rope_half_diagnose,
         )
         for name, x, p in layouts
@@ -711,7 +727,7 @@ def check_rope_half(
         fn,
         "check_rope_half",
         specs,
-        see=f"{_ROPE_SECTION} and {_LAYOUTS}",
+        see=msg("{rope_section} and {layouts}", rope_section=_ROPE_SECTION, layouts=_LAYOUTS),
         more=_ROPE_MORE,
         hint=hint,
     )
@@ -862,7 +878,7 @@ def check_rope_layout_conversion(
             _Spec(
                 Case(name, {"W": W}, W[:, order], _CONVERSION_TEXT, rtol=0.0, atol=0.0),
                 _append(h),
-                f"W: {shape}, num_heads = {h}",
+                msg("W: {shape}, num_heads = {h}", shape=shape, h=h),
                 _conversion_diagnose(h),
             )
         )
@@ -923,7 +939,7 @@ def check_rope_layout_inverse(
             _Spec(
                 Case(name, {"W": W}, W[:, order], _INVERSE_TEXT, rtol=0.0, atol=0.0),
                 _append(h),
-                f"W: {shape}, num_heads = {h}",
+                msg("W: {shape}, num_heads = {h}", shape=shape, h=h),
                 _conversion_diagnose(h, _TO_INTERLEAVED),
             )
         )
@@ -952,16 +968,20 @@ def _slope_slips(h: int) -> list[tuple[np.ndarray, Finding]]:
     p = 1 << (h.bit_length() - 1)
     right = alibi_slopes(h)
     upper = p if p == h else 2 * p  # the power of 2 at or above h
-    power_hint = (
-        f"h = {h} is not a power of 2: the chapter's rule for such h differs from the "
-        "geometric sequence of powers of 2"
+    power_hint = msg(
+        "h = {h} is not a power of 2: the chapter's rule for such h differs from "
+        "the geometric sequence of powers of 2",
+        h=h,
     )
     slips = [
         (
             _geometric(h),
             Finding(
-                f"these are 2**(-8k/h) for k = 1, ..., {h}: the power-of-2 formula, applied "
-                f"to h = {h}, which is not a power of 2",
+                msg(
+                    "these are 2**(-8k/h) for k = 1, ..., {h}: the power-of-2 formula, "
+                    "applied to h = {h}, which is not a power of 2",
+                    h=h,
+                ),
                 power_hint,
             ),
         ),
@@ -975,15 +995,18 @@ def _slope_slips(h: int) -> list[tuple[np.ndarray, Finding]]:
         (
             _geometric(upper)[:h],
             Finding(
-                f"these are the first {h} slopes of {upper} heads",
+                msg("these are the first {h} slopes of {upper} heads", h=h, upper=upper),
                 power_hint,
             ),
         ),
         (
             np.concatenate([_geometric(p), _geometric(2 * p)[1::2][: h - p]]),
             Finding(
-                f"the extra slopes are the 2nd, 4th, ... of {2 * p} heads, which repeat "
-                "slopes already used",
+                msg(
+                    "the extra slopes are the 2nd, 4th, ... of {value} heads, which repeat "
+                    "slopes already used",
+                    value=2 * p,
+                ),
                 "every head gets a slope of its own",
             ),
         ),
@@ -1059,7 +1082,7 @@ def check_alibi_slopes(fn: Callable[[int], npt.ArrayLike], *, hint: bool = False
                 alibi_slopes(h),
                 "a power of 2: one geometric sequence"
                 if h & (h - 1) == 0
-                else f"h = {h} is not a power of 2: the chapter's rule for such h",
+                else msg("h = {h} is not a power of 2: the chapter's rule for such h", h=h),
                 rtol=1e-9,
                 atol=0.0,
             ),
@@ -1208,8 +1231,11 @@ def _decode_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
         if np.allclose(ratio, ratio[0], rtol=1e-6) and not np.isclose(ratio[0], 1):
             return [
                 Finding(
-                    f"your positions are the true ones times {ratio[0]:.6g}: the frequency "
-                    "you divided by is not that of the pair you read",
+                    msg(
+                        "your positions are the true ones times {ratio:.6g}: the frequency you "
+                        "divided by is not that of the pair you read",
+                        ratio=ratio[0],
+                    ),
                     "recompute the frequency of the pair you read from its pair index, as "
                     "the encoding defines it",
                 )
@@ -1284,8 +1310,11 @@ def check_position_from_encoding(
         _Spec(
             Case(name, {"pe": _encode(p, d)}, p, _DECODE_HINT),
             lambda *arrays: arrays,
-            f"pe: {(*p.shape, d)}, the encodings of positions "
-            + ", ".join(f"{v:g}" for v in p.ravel()),
+            msg(
+                "pe: {value}, the encodings of positions {positions}",
+                value=(*p.shape, d),
+                positions=", ".join(f"{v:g}" for v in p.ravel()),
+            ),
             _decode_diagnose,
         )
         for name, p, d in layouts

@@ -17,6 +17,7 @@ from helpers.checks.core import (
     section,
 )
 from helpers.checks.multihead import _append, _run, _Spec
+from helpers.i18n import join, msg
 from helpers.softmax import entropy, log_softmax, logsumexp, softmax, softmax_jacobian
 
 __all__ = [
@@ -40,7 +41,9 @@ _STABLE = (
     "the exact answer is finite, and adding the same constant to every logit does not change it"
 )
 _F32 = np.float32
-_BASIC_SOFTMAX_HINT = f"the probabilities are positive and sum to 1 ({_DEFINITION})"
+_BASIC_SOFTMAX_HINT = msg(
+    "the probabilities are positive and sum to 1 ({definition})", definition=_DEFINITION
+)
 
 # (name, logits, hint): the inputs shared by the softmax-like checks.
 _LOGIT_CASES: tuple[tuple[str, npt.NDArray[np.floating], str], ...] = (
@@ -55,12 +58,12 @@ _LOGIT_CASES: tuple[tuple[str, npt.NDArray[np.floating], str], ...] = (
     (
         "large logits",
         np.array([1000.0, 1001.0, 1002.0]),
-        f"exp(1000) overflows to inf, and inf/inf is nan: {_STABLE}",
+        msg("exp(1000) overflows to inf, and inf/inf is nan: {stable}", stable=_STABLE),
     ),
     (
         "very negative logits",
         np.array([-1000.0, -1001.0, -1002.0]),
-        f"every exp(z_i) underflows to 0, and 0/0 is nan: {_STABLE}",
+        msg("every exp(z_i) underflows to 0, and 0/0 is nan: {stable}", stable=_STABLE),
     ),
     (
         "a -inf logit (masked entry)",
@@ -70,7 +73,7 @@ _LOGIT_CASES: tuple[tuple[str, npt.NDArray[np.floating], str], ...] = (
     (
         "float32 input",
         np.array([50.0, 100.0, 90.0], dtype=_F32),
-        f"in float32 exp already overflows above z = 88.7: {_STABLE}",
+        msg("in float32 exp already overflows above z = 88.7: {stable}", stable=_STABLE),
     ),
 )
 
@@ -84,7 +87,9 @@ def _softmax_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     sums = got.sum(axis=-1)
     if not np.allclose(sums, 1, atol=1e-3):
         findings.append(
-            Finding(f"the output sums to {_fmt_array(sums)}, not 1", _BASIC_SOFTMAX_HINT)
+            Finding(
+                msg("the output sums to {sums}, not 1", sums=_fmt_array(sums)), _BASIC_SOFTMAX_HINT
+            )
         )
     if (got < 0).any():
         findings.append(Finding("the output has negative entries; probabilities are >= 0"))
@@ -200,7 +205,7 @@ def _log_softmax_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     if not np.allclose(sums, 1, atol=1e-3):
         findings.append(
             Finding(
-                f"exp(output) sums to {_fmt_array(sums)}, not 1",
+                msg("exp(output) sums to {sums}, not 1", sums=_fmt_array(sums)),
                 "the log-probabilities of a vector are those of a probability vector",
             )
         )
@@ -248,7 +253,11 @@ def check_log_softmax(
             name,
             {"z": z},
             log_softmax(z.astype(np.float64)),
-            text or f"the log-probabilities: their exponentials sum to 1 ({_LOG_SECTION})",
+            text
+            or msg(
+                "the log-probabilities: their exponentials sum to 1 ({log_section})",
+                log_section=_LOG_SECTION,
+            ),
         )
         for name, z, text in _LOGIT_CASES
     ]
@@ -258,8 +267,11 @@ def check_log_softmax(
             "widely spread logits",
             {"z": spread},
             log_softmax(spread),
-            "softmax rounds exp(-1000) to 0 and log(0) = -inf, although the exact answer "
-            f"is -1000: {_LOG_SOFTMAX_DIRECT}",
+            msg(
+                "softmax rounds exp(-1000) to 0 and log(0) = -inf, although the exact "
+                "answer is -1000: {log_softmax_direct}",
+                log_softmax_direct=_LOG_SOFTMAX_DIRECT,
+            ),
         )
     )
     if batched:
@@ -367,7 +379,12 @@ def check_log_softmax_backward(
         "log-probability"
     )
     cases = [
-        Case("small vector", {"z": z1, "g": g1}, expected(z1, g1), f"g sums to 1.5; {rows}"),
+        Case(
+            "small vector",
+            {"z": z1, "g": g1},
+            expected(z1, g1),
+            msg("g sums to 1.5; {rows}", rows=rows),
+        ),
         Case(
             "g = -one-hot (cross-entropy)",
             {"z": z1, "g": onehot},
@@ -379,13 +396,13 @@ def check_log_softmax_backward(
             "large logits",
             {"z": big, "g": g_big},
             expected(big, g_big),
-            f"logits of 1000: {_STABLE}",
+            msg("logits of 1000: {stable}", stable=_STABLE),
         ),
         Case(
             "2-D batch (rows)",
             {"z": batch_z, "g": batch_g},
             expected(batch_z, batch_g),
-            f"{_BATCH_HINT}; {rows}",
+            join("; ", [_BATCH_HINT, rows]),
         ),
         Case("float32 input", {"z": z32, "g": g32}, expected(z32, g32), rows),
     ]
@@ -406,7 +423,12 @@ def _logsumexp_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     z_max = float(np.max(case.inputs["z"]))
     if got < z_max - 1e-9:
         return [
-            Finding(f"the result is below max(z) = {_fmt_num(z_max)}, but logsumexp(z) >= max(z)")
+            Finding(
+                msg(
+                    "the result is below max(z) = {z_max}, but logsumexp(z) >= max(z)",
+                    z_max=_fmt_num(z_max),
+                )
+            )
         ]
     return []
 
@@ -446,9 +468,13 @@ def check_logsumexp(
     """
     bounds = "the exact value lies between max(z) and max(z) + log(n), finite here"
     texts = {
-        "large logits": f"exp(1000) overflows to inf: {bounds}",
-        "very negative logits": f"every exp(z_i) underflows to 0 and log(0) = -inf: {bounds}",
-        "float32 input": f"in float32 exp already overflows above z = 88.7: {bounds}",
+        "large logits": msg("exp(1000) overflows to inf: {bounds}", bounds=bounds),
+        "very negative logits": msg(
+            "every exp(z_i) underflows to 0 and log(0) = -inf: {bounds}", bounds=bounds
+        ),
+        "float32 input": msg(
+            "in float32 exp already overflows above z = 88.7: {bounds}", bounds=bounds
+        ),
     }
     cases = [
         Case(name, {"z": z}, logsumexp(z.astype(np.float64)), texts.get(name, text or bounds))
@@ -487,8 +513,11 @@ def _jacobian_diagnose(case: Case, got: np.ndarray) -> list[Finding]:
     if not np.allclose(rows, 0, atol=1e-6):
         findings.append(
             Finding(
-                "rows should sum to 0 (the probabilities always sum to 1, so their "
-                f"derivatives do too); yours sum to {_fmt_array(_drop_noise(rows))}"
+                msg(
+                    "rows should sum to 0 (the probabilities always sum to 1, so their "
+                    "derivatives do too); yours sum to {drop_noise}",
+                    drop_noise=_fmt_array(_drop_noise(rows)),
+                )
             )
         )
     if not np.allclose(got, got.T, atol=1e-9):
@@ -529,9 +558,13 @@ def check_softmax_jacobian(
     rows = "each row of J sums to 0, and J is symmetric"
     inputs = (
         ("small vector", np.array([1.0, 2.0, 3.0]), rows),
-        ("two equal logits", np.zeros(2), f"both probabilities are 1/2; {rows}"),
+        ("two equal logits", np.zeros(2), msg("both probabilities are 1/2; {rows}", rows=rows)),
         ("single logit", np.array([3.0]), "one logit: p = [1] whatever z is, so J = [[0]]"),
-        ("large logits", np.array([1000.0, 1001.0, 1002.0]), f"p is finite: {_STABLE}"),
+        (
+            "large logits",
+            np.array([1000.0, 1001.0, 1002.0]),
+            msg("p is finite: {stable}", stable=_STABLE),
+        ),
         (
             "a -inf logit (masked entry)",
             np.array([0.0, -np.inf, 0.0]),
@@ -540,7 +573,7 @@ def check_softmax_jacobian(
         (
             "float32 input",
             np.array([50.0, 100.0, 90.0], dtype=_F32),
-            f"p is finite: {_STABLE}",
+            msg("p is finite: {stable}", stable=_STABLE),
         ),
     )
     cases = [
@@ -621,9 +654,9 @@ def check_entropy(fn: Callable[[np.ndarray], npt.ArrayLike], *, hint: bool = Fal
         ("uniform over 4", np.full(4, 0.25), "uniform over 4 outcomes: log 4, in nats"),
         ("general vector", np.array([0.1, 0.2, 0.7]), formula),
         (
-            "one-hot",
+            msg("one-hot"),
             np.array([0.0, 1.0, 0.0]),
-            f"a certain outcome has entropy 0; {_ZERO_LOG_ZERO}",
+            msg("a certain outcome has entropy 0; {zero_log_zero}", zero_log_zero=_ZERO_LOG_ZERO),
         ),
         ("with a zero entry", np.array([0.5, 0.5, 0.0]), _ZERO_LOG_ZERO),
         ("single entry", np.array([1.0]), "a single outcome has entropy log(1) = 0"),
@@ -651,9 +684,10 @@ _TEMPERATURE_FORMULA = (
     "over the last axis, the probabilities of softmax(z / tau): positive on the finite "
     "logits and summing to 1 in each row"
 )
-_TAU_ZERO_HINT = (
-    "at tau = 0 the answer is the limit of softmax(z / tau) as tau -> 0+, not a division "
-    f"by 0: {_LIMIT} says what it is"
+_TAU_ZERO_HINT = msg(
+    "at tau = 0 the answer is the limit of softmax(z / tau) as tau -> 0+, "
+    "not a division by 0: {limit} says what it is",
+    limit=_LIMIT,
 )
 _ALL_MASKED_HINT = (
     "a row whose every entry is -inf has no finite maximum: the exercise asks for a row of "
@@ -662,9 +696,11 @@ _ALL_MASKED_HINT = (
 _F32_TINY_TAU_HINT = (
     "tau = 1e-300 is below the smallest float32 (about 1e-45): in float32 arithmetic it rounds to 0"
 )
-_TINY_TAU_HINT = (
-    "exp(z / tau) overflows when tau is small, yet the exact answer is finite: adding the "
-    f"same constant to every logit of a row does not change it ({_OVERFLOW})"
+_TINY_TAU_HINT = msg(
+    "exp(z / tau) overflows when tau is small, yet the exact answer is "
+    "finite: adding the same constant to every logit of a row does not "
+    "change it ({overflow})",
+    overflow=_OVERFLOW,
 )
 
 
@@ -832,7 +868,7 @@ def check_softmax_temperature(
         _Spec(
             Case(name, {"z": z}, _softmax_at(z, tau), text or _TEMPERATURE_FORMULA),
             _append(tau),
-            f"z = {_fmt_array(z, dtype=True)}, tau = {tau:g}",
+            msg("z = {z}, tau = {tau:g}", z=_fmt_array(z, dtype=True), tau=tau),
             _temperature_diagnose(tau),
         )
         for name, z, tau, text in cases
@@ -841,7 +877,7 @@ def check_softmax_temperature(
         fn,
         "check_softmax_temperature",
         specs,
-        see=f"{_TEMPERATURE} and {_LIMIT}",
+        see=msg("{temperature} and {limit}", temperature=_TEMPERATURE, limit=_LIMIT),
         more="three regimes, each decided on paper first: for tau > 0, a form of the "
         "softmax in which no exponential can overflow whatever tau is; at tau = 0, the "
         "limit of that form as tau -> 0+, tied maxima included; for a row of -inf, the "

@@ -16,6 +16,7 @@ import numpy as np
 
 from helpers.checks.core import Case, CheckReport, Finding, section
 from helpers.checks.multihead import _append, _run, _Spec
+from helpers.i18n import msg
 from helpers.softmax import softmax
 from helpers.theory import min_head_width, self_attention_jacobian, truncated_attention
 
@@ -189,7 +190,12 @@ def check_self_attention_jacobian(fn: Callable[..., object], *, hint: bool = Fal
             "W_V": rng.standard_normal((d, d_v)),
         }
         expected = self_attention_jacobian(*inputs.values())
-        shown = f"X {(n, d)}, W_Q and W_K {(d, d_k)}, W_V {(d, d_v)}"
+        shown = msg(
+            "X {value}, W_Q and W_K {value2}, W_V {value3}",
+            value=(n, d),
+            value2=(d, d_k),
+            value3=(d, d_v),
+        )
         case = Case(name, inputs, expected, text, rtol=1e-6, atol=1e-8)
         specs.append(_Spec(case, _append(), shown, _jacobian_diagnose))
     return _run(
@@ -320,7 +326,7 @@ def check_min_head_width(fn: Callable[..., object], *, hint: bool = False) -> Ch
         _Spec(
             Case(name, {"log_weights": L}, np.array(min_head_width(L)), text, rtol=0, atol=0),
             _append(),
-            f"log_weights of shape {L.shape}",
+            msg("log_weights of shape {l_shape}", l_shape=L.shape),
             _width_diagnose,
             exact_integer=True,
         )
@@ -478,15 +484,23 @@ def check_truncated_attention(fn: Callable[..., object], *, hint: bool = False) 
             np.array([[1e4, 9999.0, -1e4, 0.0], [-1e4, 5e3, 5e3 - 0.5, 1.0]]),
             rng.standard_normal((4, 2)),
             2,
-            "the kept scores are near 1e4 and 5e3 but differ by 1 and 0.5: the output is a "
-            f"finite weighted mean of two values ({overflow})",
+            msg(
+                "the kept scores are near 1e4 and 5e3 but differ by 1 and 0.5: the "
+                "output is a finite weighted mean of two values ({overflow})",
+                overflow=overflow,
+            ),
         ),
     )
     specs = [
         _Spec(
             Case(name, {"scores": s, "V": V}, truncated_attention(s, V, k), text),
             _append(k),
-            f"scores of shape {s.shape}, V of shape {V.shape}, k = {k}",
+            msg(
+                "scores of shape {s_shape}, V of shape {v_shape}, k = {k}",
+                s_shape=s.shape,
+                v_shape=V.shape,
+                k=k,
+            ),
             _truncation_diagnose(k),
         )
         for name, s, V, k, text in layouts

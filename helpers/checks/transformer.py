@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from helpers.checks.core import Case, CheckReport, Diagnose, Finding, run_checks, section
 from helpers.checks.multihead import _append, _pick, _run, _Spec, _Unusable
+from helpers.i18n import msg
 from helpers.multihead import multi_head_attention
 from helpers.transformer import (
     BLOCK_PARAM_NAMES,
@@ -302,12 +303,14 @@ def check_layer_norm_backward(fn: Callable[..., object], *, hint: bool = False) 
     >>> check_layer_norm_backward(pass_through).status
     'failed'
     """
-    layouts = (("rows", 61, (4, 6), 1e-5), ("a batch of sequences", 62, (2, 3, 5), 0.01))
+    layouts = ((msg("rows"), 61, (4, 6), 1e-5), ("a batch of sequences", 62, (2, 3, 5), 0.01))
     texts = {
         "rows": "dx has the shape of x, and each of its rows sums to 0 (adding a constant to a "
         "row changes no output); dgamma and dbeta have the shape of gamma",
-        "a batch of sequences": f"dgamma and dbeta gather every token of every sequence: "
-        f"{_EVERY_TOKEN}",
+        "a batch of sequences": msg(
+            "dgamma and dbeta gather every token of every sequence: {every_token}",
+            every_token=_EVERY_TOKEN,
+        ),
     }
     specs = []
     for label, seed, shape, eps in layouts:
@@ -316,12 +319,22 @@ def check_layer_norm_backward(fn: Callable[..., object], *, hint: bool = False) 
         gamma = 1 + rng.normal(scale=0.5, size=shape[-1])
         dx, dgamma, dbeta = layer_norm_backward(G, x, gamma, eps=eps)
         right = {"dx": dx, "dgamma": dgamma, "dbeta": dbeta}
-        shown = f"grad_y, x: {shape}; gamma: ({shape[-1]},); eps = {eps:g}"
+        shown = msg(
+            "grad_y, x: {shape}; gamma: ({shape2},); eps = {eps:g}",
+            shape=shape,
+            shape2=shape[-1],
+            eps=eps,
+        )
         for name in _LN_GRADS:
             inputs = {"grad_y": G, "x": x, "gamma": gamma, "eps": np.array(eps)}
             specs.append(
                 _Spec(
-                    Case(f"{name} ({label})", inputs, right[name], texts[label]),
+                    Case(
+                        msg("{name} ({label})", name=name, label=label),
+                        inputs,
+                        right[name],
+                        texts[label],
+                    ),
                     _append(),
                     shown,
                     _ln_backward_diagnose(name),
@@ -431,10 +444,13 @@ def _per_token_pick(name: str, wrt: tuple[str, ...], x_shape: tuple[int, ...]):
         shape = np.shape(got)
         if len(x_shape) > 1 and shape == x_shape:
             raise _Unusable(
-                f"an array of shape {shape}, the shape of x",
-                f"{name} is not summed over the tokens: gamma is shared by every token, and "
-                "each token adds its own contribution to the loss",
-                f"{name} has the shape of gamma, (d,)",
+                msg("an array of shape {shape}, the shape of x", shape=shape),
+                msg(
+                    "{name} is not summed over the tokens: gamma is shared by every token, "
+                    "and each token adds its own contribution to the loss",
+                    name=name,
+                ),
+                msg("{name} has the shape of gamma, (d,)", name=name),
             )
         return got
 
@@ -473,11 +489,13 @@ def check_rms_norm_backward(fn: Callable[..., object], *, hint: bool = False) ->
     >>> check_rms_norm_backward(pass_through).status
     'failed'
     """
-    layouts = (("rows", 63, (4, 6), 1e-6), ("a batch of sequences", 64, (2, 3, 5), 0.5))
+    layouts = ((msg("rows"), 63, (4, 6), 1e-6), ("a batch of sequences", 64, (2, 3, 5), 0.5))
     texts = {
         "rows": "dx has the shape of x and dgamma that of gamma; the tokens' mean is far from "
         "0, so a mean that does not belong here shows",
-        "a batch of sequences": f"dgamma gathers every token of every sequence: {_EVERY_TOKEN}",
+        "a batch of sequences": msg(
+            "dgamma gathers every token of every sequence: {every_token}", every_token=_EVERY_TOKEN
+        ),
     }
     specs = []
     for label, seed, shape, eps in layouts:
@@ -485,7 +503,12 @@ def check_rms_norm_backward(fn: Callable[..., object], *, hint: bool = False) ->
         x, G = rng.normal(size=shape) + 0.7, rng.normal(size=shape)  # a mean far from 0
         gamma = 1 + rng.normal(scale=0.5, size=shape[-1])
         right = _rms_grads(G, x, gamma, eps)
-        shown = f"grad_y, x: {shape}; gamma: ({shape[-1]},); eps = {eps:g}"
+        shown = msg(
+            "grad_y, x: {shape}; gamma: ({shape2},); eps = {eps:g}",
+            shape=shape,
+            shape2=shape[-1],
+            eps=eps,
+        )
         for name in _RMS_GRADS:
             inputs = {"grad_y": G, "x": x, "gamma": gamma, "eps": np.array(eps)}
             pick = (
@@ -495,7 +518,12 @@ def check_rms_norm_backward(fn: Callable[..., object], *, hint: bool = False) ->
             )
             specs.append(
                 _Spec(
-                    Case(f"{name} ({label})", inputs, right[name], texts[label]),
+                    Case(
+                        msg("{name} ({label})", name=name, label=label),
+                        inputs,
+                        right[name],
+                        texts[label],
+                    ),
                     _append(),
                     shown,
                     _rms_backward_diagnose(name),
@@ -506,7 +534,11 @@ def check_rms_norm_backward(fn: Callable[..., object], *, hint: bool = False) ->
         fn,
         "check_rms_norm_backward",
         specs,
-        see=f"{section(6, 'Batch normalisation and RMSNorm')} and {_LN_JACOBIAN}",
+        see=msg(
+            "{section} and {ln_jacobian}",
+            section=section(6, "Batch normalisation and RMSNorm"),
+            ln_jacobian=_LN_JACOBIAN,
+        ),
         more="y_i is gamma_i x_i divided by r, and r depends on every x_j of the row: "
         "differentiate the quotient, with the derivative of r taken from its definition, "
         "then let the gradient that reaches x / r (grad_y times gamma) flow back and sum over "
@@ -638,7 +670,7 @@ def check_block_parameter_count(
         _Spec(
             Case(name, {}, np.array(block_parameter_count(d, 1, f)), text, rtol=0.0, atol=0.0),
             _append(d, f),
-            f"d_model = {d}, d_ff = {f}",
+            msg("d_model = {d}, d_ff = {f}", d=d, f=f),
             _block_count_diagnose(d, f),
             exact_integer=True,
         )
@@ -774,7 +806,7 @@ def check_llama_block_parameter_count(
         _Spec(
             Case(name, {}, np.array(_llama_count(d, f)), text, rtol=0.0, atol=0.0),
             _append(d, f),
-            f"d_model = {d}, d_ff = {f}",
+            msg("d_model = {d}, d_ff = {f}", d=d, f=f),
             _llama_count_diagnose(d, f),
             exact_integer=True,
         )
@@ -784,8 +816,11 @@ def check_llama_block_parameter_count(
         fn,
         "check_llama_block_parameter_count",
         specs,
-        see=f"{section(6, 'A gated feed-forward network: SwiGLU')} and "
-        f"{section(6, 'Batch normalisation and RMSNorm')}",
+        see=msg(
+            "{section} and {section2}",
+            section=section(6, "A gated feed-forward network: SwiGLU"),
+            section2=section(6, "Batch normalisation and RMSNorm"),
+        ),
         more="count each sublayer's arrays with their shapes: the attention's four "
         "projections, the SwiGLU network's matrices (one more than a ReLU network's), and "
         "the two norms' gains; LLaMA has no biases",
@@ -804,7 +839,7 @@ def _block_variant(X: np.ndarray, p: Mapping[str, np.ndarray], h: int, norm_firs
     def ln(x, name):
         if slip == "norms swapped":
             name = {"ln1": "ln2", "ln2": "ln1"}[name]
-        return layer_norm(x, p[f"{name}_gamma"], p[f"{name}_beta"])
+        return layer_norm(x, p[msg("{name}_gamma", name=name)], p[msg("{name}_beta", name=name)])
 
     def mha(x):
         names = () if slip == "no attention biases" else ("b_Q", "b_K", "b_V", "b_O")
@@ -965,9 +1000,14 @@ def check_encoder_block(fn: Callable[..., npt.ArrayLike], *, hint: bool = False)
             )
             specs.append(
                 _Spec(
-                    Case(f"{label}, {h} heads", inputs, expected, text),
+                    Case(msg("{label}, {h} heads", label=label, h=h), inputs, expected, text),
                     arrange,
-                    f"X: {X.shape}; d_ff = 16; h = {h}; norm_first = {norm_first}",
+                    msg(
+                        "X: {x_shape}; d_ff = 16; h = {h}; norm_first = {norm_first}",
+                        x_shape=X.shape,
+                        h=h,
+                        norm_first=norm_first,
+                    ),
                     _block_diagnose(h, norm_first),
                 )
             )
@@ -1097,7 +1137,7 @@ def _fold_pick(name: str) -> Callable[[object], object]:
                 return result[name]
             raise _Unusable(
                 "a dict without " + repr(name),
-                f"the result has no entry {name!r}",
+                msg("the result has no entry {name!r}", name=name),
                 "return the pair (W_folded, b_folded)",
             )
         if isinstance(result, (tuple, list)) and len(result) == 2:
@@ -1166,11 +1206,16 @@ def check_fold_layer_norm(fn: Callable[..., object], *, hint: bool = False) -> C
         W, b = rng.normal(size=(d, d_out)), rng.normal(size=d_out)
         right = _fold_variant(gamma, beta, W, b)
         inputs = {"gamma": gamma, "beta": beta, "W": W, "b": b}
-        shown = f"gamma, beta: ({d},); W: ({d}, {d_out}); b: ({d_out},)"
+        shown = msg("gamma, beta: ({d},); W: ({d}, {d_out}); b: ({d_out},)", d=d, d_out=d_out)
         for name in _FOLD_NAMES:
             specs.append(
                 _Spec(
-                    Case(f"{name}, {label}", inputs, right[name], _FOLD_HINT),
+                    Case(
+                        msg("{name}, {label}", name=name, label=label),
+                        inputs,
+                        right[name],
+                        _FOLD_HINT,
+                    ),
                     _append(),
                     shown,
                     _fold_diagnose(name),
