@@ -117,6 +117,8 @@ _ROLE = re.compile(r"\{([\w:.-]+)\}`([^`]*)`")
 _CODE = re.compile(r"(?<![}`])`([^`]+)`(?!`)")
 _TARGET = re.compile(r"^(?:.*?<(.+)>|(.+))$", re.S)
 _WORD = re.compile(r"[A-Za-z]{2,}")
+# a paragraph that MyST would read as a list item or a heading
+_BLOCK_START = re.compile(r"^(?:\d+[.)]|[-+*]|#{1,6})[ \t]")
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
@@ -230,6 +232,11 @@ def check(only: str = "") -> list[str]:
                     and not (str(rel) in KEEP_ENGLISH and len(entry.msgid.split()) <= 6)
                 ):
                     problems.append(f"{where}: left in English")
+                elif _BLOCK_START.match(entry.msgstr):
+                    problems.append(
+                        f"{where}: the translation starts like a list item or a heading, so "
+                        "Sphinx would keep the English: escape it (1\\. ...)"
+                    )
                 else:
                     lost = protected(entry.msgid) - protected(entry.msgstr)
                     added = protected(entry.msgstr) - protected(entry.msgid)

@@ -141,6 +141,26 @@ def _translate_alt_texts(app, doctree, docname):
             node["alt"] = catalog.gettext(alt)
 
 
+def _unique_ids(app, doctree, docname):
+    """A translated paragraph is parsed as a document of its own, whose automatic ids
+    (a citation's "id10") start again from 1: two of them can land on one page. The second
+    of an id gets a suffix (English pages are untouched: they have none twice)."""
+    if app.config.language in (None, "en"):
+        return
+    from docutils import nodes
+
+    seen: set[str] = set()
+    for node in doctree.findall(nodes.Element):
+        ids = node.get("ids", [])
+        for k, name in enumerate(ids):
+            if name in seen:
+                n = 2
+                while f"{name}-{n}" in seen:
+                    n += 1
+                ids[k] = f"{name}-{n}"
+            seen.add(ids[k])
+
+
 def switch_url(language: str, student: bool, pagename: str) -> str:
     """The same page in the other language, relative to the page `pagename`."""
     up = "../" * pagename.count("/")
@@ -223,5 +243,6 @@ def setup(app):
     _exercise_titles(app)
     app.connect("doctree-read", _toctree_captions)
     app.connect("doctree-resolved", _translate_alt_texts)
+    app.connect("doctree-resolved", _unique_ids)
     app.connect("html-page-context", _language_switch, priority=601)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

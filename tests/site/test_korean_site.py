@@ -9,8 +9,10 @@ needs, read from the same page loads (tests/site/pages.py, `LoadedPage.language`
   the bibliography and citations left out). The allowance, stated: an English term of at
   most `WORDS_IN_A_GLOSS` words in parentheses right after its Korean one or after an
   acronym ("층 정규화(layer normalization)", "ALiBi (Attention with Linear Biases)"),
-  and runs of fewer than `WORDS_IN_A_SENTENCE` Latin words (names: "Vaswani 외",
-  "PyTorch", "Hugging Face"). A block with no Hangul at all and two Latin words or more
+  English in quotation marks (a quotation, with its original after it in parentheses; a
+  label of another program's interface, "Save a copy in Drive"; a message as the program
+  prints it; an example sentence), and runs of fewer than `WORDS_IN_A_SENTENCE` Latin
+  words (names: "Vaswani 외", "PyTorch", "Hugging Face"). A block with no Hangul at all and two Latin words or more
   is English too (a heading "Four properties" left untranslated); so is an exercise's
   title left in English ("연습 문제 1.1 (Warm-up: softmax by hand)": not a gloss).
 - Korean text is drawn in a font that has Korean glyphs (no missing-glyph boxes): the
@@ -35,6 +37,9 @@ KOREAN = ["ko", "ko_student"]
 WORDS_IN_A_SENTENCE = 5
 WORDS_IN_A_GLOSS = 5
 _PARENTHESIS = re.compile(r"\(([^()]*)\)")
+_QUOTED = re.compile(r"“[^”]*”|\"[^\"]*\"|‘[^’]*’")
+# the original of a quotation: a parenthesis right after the closing quotation mark
+_ORIGINAL = re.compile(r"([”\"’])\s?\(([^()]*)\)")
 # what may come right before a gloss: Hangul (and a space at most) or an acronym (RoPE, MoE)
 _BEFORE_GLOSS = re.compile(r"(?:[\uac00-\ud7a3] ?|\b[A-Z][A-Za-z]*[A-Z]\w* ?)$")
 _LATIN_RUN = re.compile(r"[A-Za-z][\w'’.-]*(?:[ ,:;]+[A-Za-z][\w'’.-]*)*")
@@ -46,11 +51,13 @@ _KOREAN_FONT = re.compile(r"CJK|\bKR\b|Korean|Nanum|Gothic|Malgun|Apple SD", re.
 
 def english_left(text: str) -> list[str]:
     """The English of one block of prose beyond the allowance (see the module)."""
+
     def gloss(match: re.Match) -> str:
         short = len(re.findall(r"[A-Za-z][\w'’.-]*", match.group(1))) <= WORDS_IN_A_GLOSS
         after_term = _BEFORE_GLOSS.search(text[: match.start()])
         return " " if short and after_term else match.group(0)
 
+    text = _QUOTED.sub(" ", _ORIGINAL.sub(r"\1", text))
     bare = _PARENTHESIS.sub(gloss, text)
     runs = [m.group(0) for m in _LATIN_RUN.finditer(bare)]
     long = [r for r in runs if len(re.findall(r"[A-Za-z][\w'’.-]*", r)) >= WORDS_IN_A_SENTENCE]
@@ -81,6 +88,11 @@ def test_the_english_check_finds_english_and_allows_what_it_states():
     assert not english_left("PyTorch와 Hugging Face transformers로 확인한다.")
     assert not english_left("Colab")
     assert not english_left("log-sum-exp") and not english_left("post-LN")
+    assert not english_left('"The dog bit the man"과 "the man bit the dog"은 같은 출력을 준다.')
+    assert not english_left(
+        '"단순한 역전파로"(by simple back-propagation, along with the rest of the model) 학습한다.'
+    )
+    assert english_left("학습한다 (by simple back-propagation, along with the rest of the model).")
 
 
 @pytest.mark.parametrize("doc", PAGES)
