@@ -77,12 +77,39 @@ def once_per_session(tmp_path_factory, name: str, compute):
     return value["result"]
 
 
+def korean_font_installed() -> bool:
+    """Whether fontconfig knows a font with Korean glyphs (the Korean pages need one)."""
+    if not shutil.which("fc-list"):
+        return False
+    found = subprocess.run(["fc-list", ":lang=ko"], capture_output=True, text=True, check=False)
+    return bool(found.stdout.strip())
+
+
 def ensure_chromium() -> None:
-    """Install Debian's Chromium when no Chromium is on PATH (as root, or with sudo).
+    """Install Debian's Chromium when no Chromium is on PATH, and Debian's Noto CJK fonts
+    when no font has Korean glyphs (as root, or with sudo).
 
     Under a lock, so that two pytest-xdist workers never run apt-get at once."""
     names = ("chromium", "chromium-browser", "google-chrome")
-    if os.environ.get("CHROMIUM") or any(shutil.which(n) for n in names):
+    have = os.environ.get("CHROMIUM") or any(shutil.which(n) for n in names)
+    if have and korean_font_installed():
+        return
+    if have:
+        lock = Path(tempfile.gettempdir()) / "attention-book-chromium.lock"
+        with lock.open("w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            if korean_font_installed():
+                return
+            sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+            print("No font with Korean glyphs: installing Debian's fonts-noto-cjk", flush=True)
+            subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True)
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends"]
+            subprocess.run(
+                [*sudo, *install, "fonts-noto-cjk"],
+                check=True,
+                env=env,
+            )
         return
     lock = Path(tempfile.gettempdir()) / "attention-book-chromium.lock"
     with lock.open("w") as held:
@@ -93,7 +120,7 @@ def ensure_chromium() -> None:
         print("Chromium is missing: installing Debian's chromium package", flush=True)
         subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True)
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        packages = ["chromium", "fonts-liberation", "fonts-dejavu-core"]
+        packages = ["chromium", "fonts-liberation", "fonts-dejavu-core", "fonts-noto-cjk"]
         subprocess.run(
             [*sudo, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
             check=True,
