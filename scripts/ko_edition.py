@@ -97,11 +97,15 @@ def install_source() -> str:
 # ------------------------------------------------------------------ the catalogue
 
 
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def messages(name: str) -> dict[str, str]:
     """{msgid: msgstr} of chapter `name`'s catalogue; every entry must be translated."""
     po = CATALOGUES / Path(name).with_suffix(".po").name
     if not po.exists():
-        raise TranslationError(f"{name}: no catalogue {po.relative_to(ROOT)}")
+        raise TranslationError(f"{name}: no catalogue {shown(po)}")
     out, missing = {}, []
     for entry in polib.pofile(str(po)):
         if entry.obsolete:
@@ -113,7 +117,7 @@ def messages(name: str) -> dict[str, str]:
     if missing:
         listed = "\n".join(f"  {m[:100]!r}" for m in missing[:20])
         raise TranslationError(
-            f"{name}: {len(missing)} message(s) untranslated or fuzzy in {po.relative_to(ROOT)} "
+            f"{name}: {len(missing)} message(s) untranslated or fuzzy in {shown(po)} "
             f"(the Korean notebooks would keep English):\n{listed}"
         )
     return out
