@@ -130,7 +130,8 @@ def messages(name: str) -> dict[str, str]:
 # argument: an admonition's or exercise's title).
 _BEFORE = re.compile(
     r"(?:^|\n)[ \t]*(?:(?:[-*+]|\d+[.)]|:)[ \t]+)*(?:#{1,6}[ \t]+)?"
-    r"(?:(?:`{3,}|:{3,})\{[\w:.-]+\}[ \t]+)?(?:\|[^\n]*?)?$"
+    r"(?:(?:`{3,}|:{3,})\{[\w:.-]+\}[ \t]+)?$"
+    r"|(?:^|\n)[ \t]*(?:\|[^\n]*)?\|[ \t]*$"  # a table's cell: after a bar on a table's line
 )
 # And where it may end: at the end of its line, or at a table cell's bar.
 _AFTER = re.compile(r"^[ \t]*(?:\||\n|$)")
