@@ -8,11 +8,11 @@ Steps: lint, workflows, unit, nbval, html (the Korean catalogues checked, both e
 English and in Korean, and the site as published, in _build/pages), browser (the built
 site, every edition), pdf (the two English editions printed to _build/pdf and checked
 against the site), colab (the Colab and student notebooks on
-Colab's versions, the Korean ones of chapter 1 too); and, not in `make test`, checks (the self-checks' tests, the exercises
-and the editions' staleness tests: the quick loop after a change to helpers/checks) and
-portable (strict nbval with the random draws perturbed, the weekly workflow's check that
-no output hangs on round-off). Notebooks named after the steps narrow nbval and portable
-to them (`make nbval NB=notebooks/01_softmax.ipynb`).
+Colab's versions, chapter 1's Korean ones too); and, not in `make test`, checks (the
+self-checks' tests, the exercises and the editions' staleness tests: the quick loop after
+a change to helpers/checks) and portable (strict nbval with the random draws perturbed,
+the weekly workflow's check that no output hangs on round-off). Notebooks named after the
+steps narrow nbval and portable to them (`make nbval NB=notebooks/01_softmax.ipynb`).
 Every step runs even when an earlier one failed (so one run reports everything); the
 exit status is non-zero if any failed. Each step's time is printed, and a summary at the
 end. The steps that use pytest spread their tests over both cores (pytest-xdist).
