@@ -1,6 +1,7 @@
 """The student edition: every chapter's Colab notebook with its solutions replaced.
 
 Usage: python scripts/student_edition.py   write editions/student/ from editions/colab/
+                                           (and editions/ko/student/ from editions/ko/colab/)
 
 `make edition` and `make execute` (scripts/colab_edition.py) regenerate it together with
 the Colab edition, from a fresh build; the command above only re-derives it from the
@@ -49,6 +50,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 COLAB = ROOT / "editions" / "colab"
 EDITION = ROOT / "editions" / "student"
+KO_COLAB = ROOT / "editions" / "ko" / "colab"  # the Korean editions (scripts/ko_edition.py)
+KO_EDITION = ROOT / "editions" / "ko" / "student"
 META = "colab_edition"  # the Colab edition's metadata (book/_ext/colab_edition.py)
 STUDENT = "student_edition"  # what this edition adds
 SITE_PATH = "student/"  # where the deploy publishes the student edition, under the site
@@ -449,6 +452,9 @@ def main() -> int:
     if not colab:
         raise SystemExit("editions/colab/ is empty: run `make edition`")
     write(generate(colab))
+    korean = {p.name: p.read_bytes() for p in sorted(KO_COLAB.glob("[0-9][0-9]_*.ipynb"))}
+    if korean:  # the Korean student edition, from the Korean Colab edition
+        write(generate(korean), KO_EDITION)
     return 0
 
 
