@@ -89,14 +89,17 @@ screenshots: pages $(BIN)/.test-installed  ## whole-page screenshots of every pa
 	$(PY) scripts/screenshots.py
 
 # Re-execute notebooks and store their outputs (all, or NB=notebooks/01_softmax.ipynb),
-# then regenerate the Colab and student editions (editions/colab/, editions/student/).
+# then regenerate the Colab and student editions (editions/colab/, editions/student/) and
+# the Korean ones (editions/ko/colab/, editions/ko/student/, scripts/ko_edition.py).
 execute: $(BIN)/.book-installed  ## re-execute chapters (NB=notebooks/NN_x.ipynb for one) and regenerate editions/
 	$(PY) scripts/execute_notebooks.py $(NB)
 	$(PY) scripts/colab_edition.py
 
 # The Colab and student editions alone: editions/{colab,student}/NN_topic.ipynb from every
-# chapter (a few seconds).
-edition: $(BIN)/.book-installed  ## regenerate the Colab and student editions only
+# chapter, and in Korean editions/ko/{colab,student}/ from the chapters and their catalogues
+# (locales/ko/LC_MESSAGES/notebooks/; a message left untranslated stops it): about a
+# minute each.
+edition: $(BIN)/.book-installed  ## regenerate the Colab and student editions only (English and Korean)
 	$(PY) scripts/colab_edition.py
 
 # Grade a folder of submitted notebooks (see book/instructors.md; it runs the students' code):

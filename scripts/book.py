@@ -186,6 +186,11 @@ def edition_config(language: str, student: bool) -> dict:
     if language != "en":
         sphinx["language"] = language
         sphinx["book_language"] = language
+        # The launch buttons open the Korean notebooks (scripts/ko_edition.py): the book's
+        # editions/ko/colab, its student edition's editions/ko/student (book/_ext/book_site.py
+        # tags the student edition by this folder).
+        edition = "student" if student else "colab"
+        sphinx["book_launch_edition"] = f"editions/{language}/{edition}"
     # Jupyter Book finds local extensions relative to the configuration file, which a
     # Korean build writes elsewhere.
     extensions = config["sphinx"].get("local_extensions", {})

@@ -1,7 +1,9 @@
 """Generate the Colab and student editions: editions/{colab,student}/NN_topic.ipynb.
 
-Usage: python scripts/colab_edition.py           write both editions (`make edition`)
-       python scripts/colab_edition.py --check   exit 1 if either edition is stale
+Usage: python scripts/colab_edition.py           write both editions (`make edition`),
+                                                 in English and in Korean
+       python scripts/colab_edition.py --check   exit 1 if any edition is stale
+       python scripts/colab_edition.py --only en (or ko): one language's editions
 
 The Colab and Binder buttons of every chapter open these notebooks. They are generated
 from the chapters (the single source) by the `colab` Sphinx builder of
@@ -11,6 +13,10 @@ of them. The student edition (editions/student/, the notebooks the student editi
 site opens) is derived from the fresh Colab edition by scripts/student_edition.py: every
 solution replaced by starting cells. `make execute` runs this after executing notebooks;
 tests/test_colab_edition.py fails when either committed edition differs from a fresh one.
+
+The Korean editions, editions/ko/{colab,student}/, are made the same way from Korean
+notebooks that scripts/ko_edition.py makes from the chapters and their catalogues
+(locales/ko/LC_MESSAGES/notebooks/): this script runs it after the English editions.
 """
 
 from __future__ import annotations
@@ -30,10 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import student_edition  # noqa: E402
 
 
-def generate(out: Path) -> dict[str, bytes]:
-    """Build the edition into `out`; return {file name: bytes} of the chapter notebooks."""
+def generate(out: Path, root: Path = ROOT) -> dict[str, bytes]:
+    """Build the edition of the book in `root` (the Korean one: scripts/ko_edition.py
+    stages it) into `out`; return {file name: bytes} of the chapter notebooks."""
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
-    args = [str(jupyter_book), "build", str(ROOT), "--builder", "custom"]
+    args = [str(jupyter_book), "build", str(root), "--builder", "custom"]
     args += ["--custom-builder", "colab", "-W", "-n", "--keep-going", "--path-output", str(out)]
     result = subprocess.run(args, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -59,36 +66,55 @@ def differences(fresh: dict[str, bytes], directory: Path = EDITION) -> list[str]
     return lines
 
 
-def stale(fresh: dict[str, bytes]) -> list[str]:
+def stale(
+    fresh: dict[str, bytes],
+    colab: Path = EDITION,
+    student_directory: Path = student_edition.EDITION,
+) -> list[str]:
     """What differs between both committed editions and fresh ones (from `fresh`, a fresh
     Colab edition), one line per file."""
     student = student_edition.generate(fresh)
-    return differences(fresh) + differences(student, student_edition.EDITION)
+    return differences(fresh, colab) + differences(student, student_directory)
+
+
+def finish(fresh: dict[str, bytes], colab: Path, student_directory: Path, check: bool) -> int:
+    """Write a fresh Colab edition and its student edition into `colab` and
+    `student_directory`, or with `check` only say whether the committed ones are stale."""
+    if not fresh:
+        raise SystemExit("no chapter notebooks were converted")
+    student = student_edition.generate(fresh)  # before writing: a failure writes nothing
+    where = f"{colab.relative_to(ROOT)}/ and {student_directory.relative_to(ROOT)}/"
+    if check:
+        diff = stale(fresh, colab, student_directory)
+        if diff:
+            print("\n".join(diff))
+            print(f"The Colab or student edition is stale: run `{COMMAND}` and commit {where}.")
+            return 1
+        print(f"{where} are current ({len(fresh)} chapters)")
+        return 0
+    student_edition.write(fresh, colab)
+    student_edition.write(student, student_directory)
+    return 0
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report a stale edition")
-    check = parser.parse_args(argv).check
-    with tempfile.TemporaryDirectory() as tmp:
-        fresh = generate(Path(tmp))
-    if not fresh:
-        raise SystemExit("no chapter notebooks were converted")
-    student = student_edition.generate(fresh)  # before writing: a failure writes nothing
-    if check:
-        diff = stale(fresh)
-        if diff:
-            print("\n".join(diff))
-            print(
-                f"The Colab or student edition is stale: run `{COMMAND}` and commit "
-                "editions/colab/ and editions/student/."
-            )
-            return 1
-        print(f"editions/colab/ and editions/student/ are current ({len(fresh)} chapters)")
-        return 0
-    student_edition.write(fresh, EDITION)
-    student_edition.write(student, student_edition.EDITION)
-    return 0
+    parser.add_argument(
+        "--only", choices=("en", "ko"), help="one language's editions (default: both)"
+    )
+    args = parser.parse_args(argv)
+    status = 0
+    if args.only != "ko":
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = generate(Path(tmp))
+        status |= finish(fresh, EDITION, student_edition.EDITION, args.check)
+    if args.only != "en":
+        # The Korean editions (editions/ko/), from the same notebooks and the catalogues.
+        import ko_edition
+
+        status |= ko_edition.main(["--check"] if args.check else [])
+    return status
 
 
 if __name__ == "__main__":

@@ -86,6 +86,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "book" / "exercises.yml"
 STUDENT_EDITION = ROOT / "editions" / "student"  # lists each exercise's starting functions
+KO_STUDENT_EDITION = ROOT / "editions" / "ko" / "student"  # the same, in Korean
 
 DEFAULT_CELL_TIMEOUT = 120  # seconds, for each cell and for each self-check
 DEFAULT_TOTAL_TIMEOUT = 900  # seconds, for all the cells of one notebook
@@ -168,15 +169,22 @@ def student_edition_exercises(stem: str) -> dict[str, dict]:
 def student_edition_answers(stem: str) -> dict[str, str]:
     """Exercise label -> the starting text of its answer cell ("✏️ Your answer to Exercise
     1.2 ... Write your answer here."), from the repository's own student notebook: the
-    exercises with a written part (a proof, a derivation, a prediction)."""
+    exercises with a written part (a proof, a derivation, a prediction). The Korean
+    student notebook's starting text (editions/ko/student/) follows on the next lines: a
+    submission of either edition that left the cell as it was has written nothing."""
     path = STUDENT_EDITION / f"{stem}.ipynb"
     if not path.exists():
         return {}
-    answers = {}
-    for cell in json.loads(path.read_text()).get("cells", []):
-        role = cell.get("metadata", {}).get("student_edition", {})
-        if role.get("role") == "answer":
-            answers[role["exercise"]] = cell_source(cell)
+    answers: dict[str, str] = {}
+    for edition in (path, KO_STUDENT_EDITION / path.name):
+        if not edition.exists():
+            continue
+        for cell in json.loads(edition.read_text()).get("cells", []):
+            role = cell.get("metadata", {}).get("student_edition", {})
+            if role.get("role") == "answer":
+                before = answers.get(role["exercise"])
+                text = cell_source(cell)
+                answers[role["exercise"]] = text if before is None else f"{before}\n{text}"
     return answers
 
 

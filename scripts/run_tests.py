@@ -8,11 +8,11 @@ Steps: lint, workflows, unit, nbval, html (the Korean catalogues checked, both e
 English and in Korean, and the site as published, in _build/pages), browser (the built
 site, every edition), pdf (the two English editions printed to _build/pdf and checked
 against the site), colab (the Colab and student notebooks on
-Colab's versions); and, not in `make test`, checks (the self-checks' tests, the exercises
-and the editions' staleness tests: the quick loop after a change to helpers/checks) and
-portable (strict nbval with the random draws perturbed, the weekly workflow's check that
-no output hangs on round-off). Notebooks named after the steps narrow nbval and portable
-to them (`make nbval NB=notebooks/01_softmax.ipynb`).
+Colab's versions, chapter 1's Korean ones too); and, not in `make test`, checks (the
+self-checks' tests, the exercises and the editions' staleness tests: the quick loop after
+a change to helpers/checks) and portable (strict nbval with the random draws perturbed,
+the weekly workflow's check that no output hangs on round-off). Notebooks named after the
+steps narrow nbval and portable to them (`make nbval NB=notebooks/01_softmax.ipynb`).
 Every step runs even when an earlier one failed (so one run reports everything); the
 exit status is non-zero if any failed. Each step's time is printed, and a summary at the
 end. The steps that use pytest spread their tests over both cores (pytest-xdist).
@@ -267,7 +267,9 @@ def pdf() -> bool:
 
 def colab() -> bool:
     """Colab's environment is built once per requirements (tests/colab/test_colab_path.py
-    keeps it in ~/.cache/attention-book/colab-env); the notebooks run two at a time."""
+    keeps it in ~/.cache/attention-book/colab-env); the notebooks run two at a time: chapter
+    1's Colab notebook and every student notebook, and chapter 1's Korean Colab and student
+    notebooks (editions/ko/; about 25 s each; every chapter's under make test-full)."""
     return sh(*PYTEST, "tests/colab", "-o", "addopts=", "-n", "2")
 
 

@@ -2,7 +2,9 @@
 
 Run after changing `repository` in _config.yml: the install cell must name the repository
 literally (it runs before anything is installed), and tests/test_repository.py checks it.
-Then run `make edition`: the Colab edition copies the install cells.
+Then run `make edition`: the Colab edition copies the install cells, and the Korean
+editions' install cell is this one followed by ``helpers.set_language("ko")``
+(scripts/ko_edition.py, ``install_source``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The student edition: every chapter's Colab notebook with its solutions replaced.
 
 Usage: python scripts/student_edition.py   write editions/student/ from editions/colab/
+                                           (and editions/ko/student/ from editions/ko/colab/)
 
 `make edition` and `make execute` (scripts/colab_edition.py) regenerate it together with
 the Colab edition, from a fresh build; the command above only re-derives it from the
@@ -49,6 +50,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 COLAB = ROOT / "editions" / "colab"
 EDITION = ROOT / "editions" / "student"
+KO_COLAB = ROOT / "editions" / "ko" / "colab"  # the Korean editions (scripts/ko_edition.py)
+KO_EDITION = ROOT / "editions" / "ko" / "student"
 META = "colab_edition"  # the Colab edition's metadata (book/_ext/colab_edition.py)
 STUDENT = "student_edition"  # what this edition adds
 SITE_PATH = "student/"  # where the deploy publishes the student edition, under the site
@@ -75,6 +78,55 @@ ABOUT = [
     "decide.",
     "- **To keep your work**, save a copy (in Colab: File, then Save a copy in Drive).",
 ]
+
+
+#: The same words in the Korean edition (editions/ko/student/, from editions/ko/colab/,
+#: whose metadata says ``language: ko``; scripts/ko_edition.py).
+WORDS = {
+    "en": {
+        "about": ABOUT,
+        "answer": ANSWER,
+        "answer_cell": ANSWER_CELL,
+        "code_here": CODE_HERE,
+        "what": "Exercise {number}",
+        "what_alone": "this exercise",
+        "docstring": "Your answer to {what}.",
+        "raise": "{what}: write {name}",
+        "exercises_heading": r"Exercises\b",
+    },
+    "ko": {
+        "about": [
+            "**학생판.** 이 노트북은 아래 장에서 연습 문제의 풀이만 뺀 것이다.{exercises}",
+            "",
+            "- **셀을 맨 위부터 차례로 실행한다**(Colab에서는 런타임 ▸ 모두 실행). 첫 번째 셀은 "
+            "Colab에서 이 책의 `helpers` 패키지를 설치하고, 자체 점검 메시지와 그림의 글자를 "
+            "한국어로 정한다. 슬라이더가 있는 그림(탐색기)은 그 셀을 실행하면 움직이기 시작한다.",
+            "- **각 연습 문제 뒤의 시작 셀에 답한다.** 글과 수식은 ✏️ *답*이라고 표시된 셀에 "
+            "쓴다. 본문이 `NotImplementedError`를 일으키는 함수는 완성한 뒤 그 셀을 실행하고, "
+            "바로 아래의 자체 점검을 실행한다. 자체 점검은 함수가 통과하는지 알려 주고, "
+            "통과하지 못하면 어떤 입력에서 왜 실패하는지 알려 준다.",
+            "- **풀이는 여기에 없다.** 이 노트북의 링크가 가리키는 온라인 책의 학생판에도 없다. "
+            "풀이를 보여 줄지, 언제 보여 줄지는 담당 교수자가 정한다.",
+            "- **작업을 보관하려면** 사본을 저장한다(Colab에서는 파일 ▸ Drive에 사본 저장).",
+        ],
+        "answer": "여기에 답을 쓰라.",
+        "answer_cell": "> ✏️ **{what}의 답**\n>\n> {answer} (이 셀을 두 번 클릭하면 고칠 수 있다.)",
+        "code_here": "# 여기에 코드를 쓰라.",
+        "what": "연습 문제 {number}",
+        "what_alone": "이 연습 문제",
+        "docstring": "{what}의 답.",
+        "raise": "{what}: 이 함수({name})를 완성하라",
+        "exercises_heading": r"연습 문제",
+    },
+}
+
+
+def words_of(colab: dict) -> dict:
+    """The words of the student edition in the Colab edition's language."""
+    language = colab.get("metadata", {}).get(META, {}).get("language", "en")
+    if language not in WORDS:
+        raise StudentEditionError(f"no words for the language {language!r} (WORDS)")
+    return WORDS[language]
 
 
 class StudentEditionError(Exception):
@@ -115,7 +167,12 @@ def header_end(lines: list[str], node: ast.AST) -> tuple[int, int]:
     raise ValueError(f"no end of the header of {getattr(node, 'name', '?')}")
 
 
-def stub(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, code: str, what: str):
+def stub(
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
+    code: str,
+    what: str,
+    words: dict | None = None,
+):
     """The starting code for one definition: its header as written, its docstring (or one
     naming `what`, the exercise), and a body that raises NotImplementedError (for a class:
     its methods' starting code)."""
@@ -125,16 +182,18 @@ def stub(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, code: str,
     header = [line.rstrip() for line in lines[first - 1 : end_line]]
     header[-1] = lines[end_line - 1][:end_col]
     indent = " " * (node.col_offset + 4)
+    words = words or WORDS["en"]
     if ast.get_docstring(node, clean=False) is not None:
         body = [indent + ast.get_source_segment(code, node.body[0])]
     else:
-        body = [f'{indent}"""Your answer to {what}."""']
+        body = [f'{indent}"""{words["docstring"].format(what=what)}"""']
     if isinstance(node, ast.ClassDef):
         methods = [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
         for method in methods:
-            body += ["", stub(method, code, what)]
+            body += ["", stub(method, code, what, words)]
     else:
-        body.append(f'{indent}raise NotImplementedError("{what}: write {node.name}")')
+        message = words["raise"].format(what=what, name=node.name)
+        body.append(f'{indent}raise NotImplementedError("{message}")')
     return "\n".join(header + body)
 
 
@@ -158,9 +217,13 @@ DEFINITIONS = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 class Solution:
     """One exercise's solution cells and the starting cells that replace them."""
 
-    def __init__(self, label: str, number: str, cells: list[dict], chapter: str) -> None:
+    def __init__(
+        self, label: str, number: str, cells: list[dict], chapter: str, words: dict | None = None
+    ) -> None:
         self.label, self.number, self.cells, self.chapter = label, number, cells, chapter
-        self.what = f"Exercise {number}" if number else "this exercise"
+        self.words = words or WORDS["en"]
+        what = self.words["what"].format(number=number)
+        self.what = what if number else self.words["what_alone"]
         self.functions: list[str] = []  # names the starting cells define
         self.checks: list[list[str]] = []  # [check name, function name] per check call
 
@@ -188,7 +251,7 @@ class Solution:
             if c["cell_type"] == "markdown" and not c["metadata"].get("jp-MarkdownHeadingCollapsed")
         ]
         if prose:
-            text = ANSWER_CELL.format(what=self.what, answer=ANSWER)
+            text = self.words["answer_cell"].format(what=self.what, answer=self.words["answer"])
             out.append(self.new_cell("markdown", prose[0], "answer", text, "answer"))
         defined: set[str] = set()  # names the solution's code binds at top level
         for cell in self.cells:
@@ -202,7 +265,7 @@ class Solution:
             stubs, checks, other = [], [], False
             for statement in tree.body:
                 if isinstance(statement, DEFINITIONS):
-                    stubs.append(stub(statement, code, self.what))
+                    stubs.append(stub(statement, code, self.what, self.words))
                     self.functions.append(statement.name)
                 elif is_check_call(statement):
                     checks.append(statement)
@@ -212,10 +275,10 @@ class Solution:
                         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                             defined.add(node.id)
             if stubs:
-                text = "\n\n\n".join(stubs + ([CODE_HERE] if other else []))
+                text = "\n\n\n".join(stubs + ([self.words["code_here"]] if other else []))
                 out.append(self.new_cell("code", cell, "starter", text, "starter"))
             elif other and not (out and out[-1]["metadata"][STUDENT]["role"] == "code"):
-                out.append(self.new_cell("code", cell, "code", CODE_HERE, "code"))
+                out.append(self.new_cell("code", cell, "code", self.words["code_here"], "code"))
             for k, statement in enumerate(checks):
                 names = [
                     n.id
@@ -241,6 +304,7 @@ class Solution:
 def student_notebook(colab: dict, name: str) -> dict:
     """The student edition of one chapter, from its Colab edition (a notebook dict)."""
     meta = colab["metadata"].get(META, {})
+    words = words_of(colab)
     solutions: dict[str, list[str]] = meta.get("solutions", {})
     numbers: dict[str, str] = meta.get("exercises", {})
     site = meta.get("site", "")
@@ -266,7 +330,7 @@ def student_notebook(colab: dict, name: str) -> dict:
             end += 1
         if end - k != len(ids):
             raise StudentEditionError(f"{name}: the solution of {label!r} is not contiguous")
-        solution = Solution(label, numbers.get(label, ""), cells[k:end], name)
+        solution = Solution(label, numbers.get(label, ""), cells[k:end], name, words)
         out.extend(solution.starting_cells())
         exercises[label] = {
             "number": solution.number,
@@ -277,7 +341,7 @@ def student_notebook(colab: dict, name: str) -> dict:
     missing = set(solutions) - set(exercises)
     if missing:
         raise StudentEditionError(f"{name}: solutions not found among the cells: {missing}")
-    out.insert(0, about_cell(out, numbers, exercises))
+    out.insert(0, about_cell(out, numbers, exercises, words))
     metadata = copy.deepcopy(colab["metadata"])
     metadata[META] = {k: v for k, v in meta.items() if k != "solutions"}
     kept = {c.get("id") for c in out}
@@ -289,13 +353,27 @@ def student_notebook(colab: dict, name: str) -> dict:
     return {**colab, "metadata": metadata, "cells": out}
 
 
-def about_cell(cells: list[dict], numbers: dict[str, str], exercises: dict[str, dict]) -> dict:
+def about_cell(
+    cells: list[dict],
+    numbers: dict[str, str],
+    exercises: dict[str, dict],
+    words: dict | None = None,
+) -> dict:
     """The notebook's first cell, a quote: the student edition, and how to work in it."""
+    words = words or WORDS["en"]
+    heading_pattern = r"^#{1,6} (\d+(?:\.\d+)*)\. " + words["exercises_heading"]
     where = ""
     for cell in cells:
-        heading = re.search(r"^#{1,6} (\d+(?:\.\d+)*)\. Exercises\b", source_of(cell), re.M)
+        heading = re.search(heading_pattern, source_of(cell), re.M)
         if cell["cell_type"] == "markdown" and heading:
-            where = f", in section {heading.group(1)} at the end"
+            where = heading.group(1)
+    if words is not WORDS["en"]:
+        lines = [
+            line.format(exercises=korean_count(numbers, exercises, where))
+            for line in words["about"]
+        ]
+        return about_quote(cells, lines)
+    where = f", in section {where} at the end" if where else ""
     count = ""
     if numbers:
         checked = sum(1 for e in exercises.values() if e["checks"])
@@ -303,6 +381,30 @@ def about_cell(cells: list[dict], numbers: dict[str, str], exercises: dict[str, 
         count += f", {checked} of them with a self-check" if checked else ""
         count += where
     lines = [line.format(exercises=count) for line in ABOUT]
+    return about_quote(cells, lines)
+
+
+def korean_count(numbers: dict[str, str], exercises: dict[str, dict], where: str) -> str:
+    """The Korean first cell's count: " 연습 문제는 6개이고, 그 가운데 4개에는 자체 점검이
+    있으며, 맨 끝의 1.9절에 있다." """
+    if not numbers:
+        return ""
+    checked = sum(1 for e in exercises.values() if e["checks"])
+    parts = [f"연습 문제는 {len(numbers)}개"]
+    if checked:
+        parts.append(f"그 가운데 {checked}개에는 자체 점검이 있")
+    if where:
+        parts.append(f"맨 끝의 {where}절에 있다.")
+    if len(parts) == 1:
+        return f" {parts[0]}이다."
+    if len(parts) == 2 and checked:
+        return f" {parts[0]}이고, {parts[1]}다."
+    if len(parts) == 2:
+        return f" {parts[0]}이며, {parts[1]}"
+    return f" {parts[0]}이고, {parts[1]}으며, {parts[2]}"
+
+
+def about_quote(cells: list[dict], lines: list[str]) -> dict:
     text = "\n".join("> " + line if line else ">" for line in lines)
     cell = {"cell_type": "markdown", "metadata": {STUDENT: {"role": "about"}}, "source": text}
     if cells and "id" in cells[0]:
@@ -350,6 +452,9 @@ def main() -> int:
     if not colab:
         raise SystemExit("editions/colab/ is empty: run `make edition`")
     write(generate(colab))
+    korean = {p.name: p.read_bytes() for p in sorted(KO_COLAB.glob("[0-9][0-9]_*.ipynb"))}
+    if korean:  # the Korean student edition, from the Korean Colab edition
+        write(generate(korean), KO_EDITION)
     return 0
 
 

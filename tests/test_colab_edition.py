@@ -46,8 +46,8 @@ def markdown_text(nb: nbformat.NotebookNode) -> str:
     return "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
 
 
-def edition_of(chapter: Path) -> nbformat.NotebookNode:
-    path = EDITION / chapter.name
+def edition_of(chapter: Path, edition: Path = EDITION) -> nbformat.NotebookNode:
+    path = edition / chapter.name
     assert path.exists(), f"{path.name} has no Colab edition: run `make edition`"
     return nbformat.read(path, as_version=4)
 
@@ -800,3 +800,284 @@ def test_no_widget_view_is_stored(path):
     cell = {"outputs": [{"data": {converter.WIDGET_VIEW: {"model_id": "x"}, "text/html": ""}}]}
     converter.drop_widget_views(cell)
     assert cell == {"outputs": [{"data": {"text/html": ""}}]}
+
+
+# ------------------------------------------------------------- the Korean editions
+#
+# editions/ko/colab/ and editions/ko/student/ (scripts/ko_edition.py): the chapters with
+# their text from locales/ko/LC_MESSAGES/notebooks/, rendered by the same builder.
+
+import ko_edition  # noqa: E402
+
+KO_EDITION = ROOT / "editions" / "ko" / "colab"
+KO_STUDENT = ROOT / "editions" / "ko" / "student"
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
+def english_prose(nb: nbformat.NotebookNode) -> list[str]:
+    """Lines of the markdown cells with two English words or more and no Korean, outside
+    maths, code, links' addresses, HTML tags and pictures."""
+    import i18n
+
+    left = []
+    for k, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        text = re.sub(r"\$\$.*?\$\$", " ", cell.source, flags=re.S)
+        text = re.sub(r"^(`{3,}).*?^\1", " ", text, flags=re.S | re.M)  # code blocks
+        text = re.sub(r"\]\([^)\s]*\)", "]", text)  # a link's address
+        text = re.sub(r"<[^>]+>|data:\S+", " ", text)
+        for line in text.split("\n"):
+            if len(i18n.words(line)) >= 2 and not HANGUL.search(line):
+                left.append(f"cell {k}: {line.strip()[:100]}")
+    return left
+
+
+def test_every_chapter_has_a_korean_edition_and_nothing_else():
+    names = [c.name for c in CHAPTERS]
+    assert sorted(p.name for p in KO_EDITION.glob("*.ipynb")) == names
+    assert sorted(p.name for p in KO_STUDENT.glob("*.ipynb")) == names
+
+
+def test_the_committed_korean_editions_are_current(tmp_path):
+    """The Korean Colab and student editions, against fresh ones made from the chapters
+    and their catalogues (the catalogues must be complete: scripts/i18n.py check)."""
+    fresh = ko_edition.generate(tmp_path)
+    stale = colab_edition.stale(fresh, KO_EDITION, KO_STUDENT)
+    assert not stale, (
+        "The Korean editions (editions/ko/) do not match the chapters and catalogues:\n"
+        + "\n".join(stale)
+        + f"\nRun `{colab_edition.COMMAND}` and commit editions/ko/."
+    )
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_korean_edition_has_no_myst_and_no_english_prose_left(chapter):
+    edition = edition_of(chapter, KO_EDITION)
+    text = markdown_text(edition)
+    assert not ROLE.findall(text), f"roles left: {ROLE.findall(text)[:5]}"
+    assert not FENCE.findall(text), f"directive fences left: {FENCE.findall(text)[:5]}"
+    assert not LABEL.findall(text), f"label targets left: {LABEL.findall(text)[:5]}"
+    assert "colab-edition-cell" not in text
+    assert not english_prose(edition), english_prose(edition)[:10]
+    student = nbformat.read(KO_STUDENT / chapter.name, as_version=4)
+    assert not english_prose(student), english_prose(student)[:10]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_korean_edition_is_the_chapter_in_korean(chapter):
+    """The English edition's cells, in order, under the same ids, with the same code,
+    outputs and glued values; the install cell also sets helpers' language to Korean;
+    the edition's own words and every link to the online book in Korean."""
+    english, korean = edition_of(chapter), edition_of(chapter, KO_EDITION)
+    nbformat.validate(korean)
+    assert [c.get("id") for c in korean.cells] == [c.get("id") for c in english.cells]
+    assert [c.cell_type for c in korean.cells] == [c.cell_type for c in english.cells]
+    code_en = [c for c in english.cells if c.cell_type == "code"]
+    code_ko = [copy.deepcopy(c) for c in korean.cells if c.cell_type == "code"]
+    assert code_ko[0].source == ko_edition.install_source()
+    assert 'import helpers\n\nhelpers.set_language("ko")' in code_ko[0].source
+    assert bootstrap_source().split("\n", 1)[1] in code_ko[0].source
+    code_ko[0].source = code_en[0].source
+    for en, ko in zip(code_en, code_ko, strict=True):  # captions and alt texts in Korean
+        for key, field in (("figure", "caption"), ("image", "alt")):
+            text = en.metadata.get("mystnb", {}).get(key, {}).get(field)
+            if text:
+                assert HANGUL.search(ko.metadata["mystnb"][key][field]), (en.id, text)
+                ko.metadata["mystnb"][key][field] = text
+    assert code_ko == code_en
+    site = english.metadata["colab_edition"]["site"]
+    meta = korean.metadata["colab_edition"]
+    assert meta["site"] == site + "ko/" and meta["language"] == "ko"
+    assert meta["exercises"] == english.metadata["colab_edition"]["exercises"]
+    assert meta["solutions"] == english.metadata["colab_edition"]["solutions"]
+    links = re.findall(r"\]\((https?://[^)\s]+)\)", markdown_text(korean))
+    assert any(u.startswith(site + "ko/") for u in links)
+    assert not [u for u in links if u.startswith(site) and not u.startswith(site + "ko/")]
+    about, last = korean.cells[0], korean.cells[-1]
+    assert about.source.startswith("> **이 노트북을 실행하는 방법.**")
+    assert "런타임 ▸ 모두 실행" in about.source and "`helpers`" in about.source
+    number = chapter.name[:2].lstrip("0")
+    assert re.match(rf"#+ {number}장의 끝\n\n", last.source), last.source
+    collapsed = korean.metadata["colab"]["collapsed_sections"]
+    assert collapsed == english.metadata["colab"]["collapsed_sections"]
+    by_id = {c.get("id"): c for c in korean.cells}
+    for cell_id in collapsed:
+        assert re.match(r"#{2,6} 연습 문제 \d+\.\d+ 풀이\n", by_id[cell_id].source + "\n")
+    exercises = [
+        c for c in korean.cells if c.metadata.get("colab_edition", {}).get("role") == "exercise"
+    ]
+    assert exercises and all(re.match(r"#+ 연습 문제 \d+\.\d+", c.source) for c in exercises)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_korean_edition_shows_every_glued_value(chapter):
+    english, korean = edition_of(chapter), edition_of(chapter, KO_EDITION)
+    source = nbformat.read(chapter, as_version=4)
+    values = {}
+    for cell in source.cells:
+        for output in cell.get("outputs", []):
+            record = output.get("metadata", {}).get("scrapbook", {})
+            key = record.get("mime_prefix", "") + "text/plain"
+            if "name" in record and key in output.get("data", {}):
+                value = output["data"][key]
+                if value[:1] in "'\"" and value[-1:] == value[:1]:
+                    value = value[1:-1]
+                values[record["name"]] = converter.escape(value)
+    text = markdown_text(korean)
+    shown = [v for v in values.values() if v in markdown_text(english)]
+    assert shown
+    missing = [v for v in shown if v not in text]
+    assert not missing, f"glued values missing from the Korean edition: {missing[:5]}"
+
+
+# The Korean source notebook: every message placed, nothing English left, or a clear stop.
+
+SMALL = {
+    "cells": [
+        {
+            "cell_type": "markdown",
+            "id": "a",
+            "metadata": {},
+            "source": [
+                "# The title\n",
+                "\n",
+                "A paragraph that runs\n",
+                "over two lines.\n",
+                "\n",
+                "- a list item,\n",
+                "  continued\n",
+                "- `code` alone\n",
+                "\n",
+                "| Head | Other head |\n",
+                "|---|---|\n",
+                "| a cell | $x$ |\n",
+            ],
+        },
+        {
+            "cell_type": "code",
+            "id": "b",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": "",
+        },
+        {
+            "cell_type": "code",
+            "id": "c",
+            "metadata": {
+                "mystnb": {
+                    "figure": {"caption": "The caption\nof a figure."},
+                    "image": {"alt": "What the figure shows"},
+                }
+            },
+            "execution_count": None,
+            "outputs": [],
+            "source": "x = 1  # a comment",
+        },
+        {
+            "cell_type": "markdown",
+            "id": "d",
+            "metadata": {},
+            "source": [
+                "```{prf:theorem} Its title\n",
+                ":label: thm-x\n",
+                "\n",
+                "The statement.\n",
+                "```\n",
+                "\n",
+                "```{prf:proof}\n",
+                "The proof.\n",
+                "```\n",
+                "\n",
+                "```{exercise} An exercise title\n",
+                ":label: ex-x\n",
+                "\n",
+                "Do it.\n",
+                "```\n",
+            ],
+        },
+    ],
+    "metadata": {},
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}
+SMALL_CATALOGUE = {
+    "The title": "제목",
+    "A paragraph that runs over two lines.": "두 줄에 걸친 문단.",
+    "a list item, continued": "목록 항목",
+    "`code` alone": "`code` alone",
+    "Head": "머리",
+    "Other head": "다른 머리",
+    "a cell": "칸",
+    "The caption of a figure.": "그림의 설명.",
+    "What the figure shows": "그림이 보여 주는 것",
+    "(Its title)": "(그 제목)",
+    "The statement.": "명제.",
+    "Proof. The proof.": "증명. 증명이다.",
+    "An exercise title": "연습 문제 제목",
+    "Do it.": "하라.",
+}
+
+
+def small_notebook() -> dict:
+    nb = copy.deepcopy(SMALL)
+    nb["cells"][1]["source"] = bootstrap_source()
+    return nb
+
+
+def test_korean_source_notebook_places_every_kind_of_message():
+    out = ko_edition.translate_notebook(small_notebook(), SMALL_CATALOGUE, "00_x.ipynb")
+    first, second = "".join(out["cells"][0]["source"]), "".join(out["cells"][3]["source"])
+    assert first == (
+        "# 제목\n\n두 줄에 걸친 문단.\n\n- 목록 항목\n- `code` alone\n\n"
+        "| 머리 | 다른 머리 |\n|---|---|\n| 칸 | $x$ |\n"
+    )
+    assert second.startswith("```{prf:theorem} 그 제목\n:label: thm-x\n\n명제.\n```")
+    assert "```{prf:proof}\n증명이다.\n```" in second  # sphinx-proof writes "Proof." again
+    assert "```{exercise} 연습 문제 제목\n:label: ex-x\n\n하라.\n```" in second
+    mystnb = out["cells"][2]["metadata"]["mystnb"]
+    assert mystnb == {
+        "figure": {"caption": "그림의 설명."},
+        "image": {"alt": "그림이 보여 주는 것"},
+    }
+    assert out["cells"][2]["source"] == "x = 1  # a comment"  # code as it is
+    assert out["cells"][1]["source"] == ko_edition.install_source()
+    assert SMALL["cells"][0]["source"][0] == "# The title\n"  # the English is not changed
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.pop("A paragraph that runs over two lines."), "English left.*A paragraph"),
+        (lambda c: c.pop("a list item, continued"), "English left.*a list item"),
+        (lambda c: c.pop("The title"), "English left.*The title"),
+        (lambda c: c.pop("a cell"), "English left.*a cell"),
+        (lambda c: c.pop("An exercise title"), "English left.*An exercise title"),
+        (lambda c: c.pop("(Its title)"), "English left.*Its title"),
+        (lambda c: c.pop("The caption of a figure."), "caption left in English"),
+        (lambda c: c.pop("What the figure shows"), "alt left in English"),
+        (
+            lambda c: c.update({"A sentence the chapter no longer has.": "없는 문장."}),
+            "found nowhere.*A sentence the chapter no longer has",
+        ),
+    ],
+)
+def test_korean_source_notebook_stops_on_english_left_or_a_message_it_cannot_place(change, message):
+    catalogue = dict(SMALL_CATALOGUE)
+    change(catalogue)
+    with pytest.raises(ko_edition.TranslationError, match=f"(?s)00_x.ipynb.*{message}"):
+        ko_edition.translate_notebook(small_notebook(), catalogue, "00_x.ipynb")
+
+
+def test_an_untranslated_or_fuzzy_message_stops_the_korean_editions(tmp_path, monkeypatch):
+    import polib
+
+    po = polib.POFile()
+    po.append(polib.POEntry(msgid="Translated.", msgstr="번역됨."))
+    po.append(polib.POEntry(msgid="Not yet.", msgstr=""))
+    po.append(polib.POEntry(msgid="Changed.", msgstr="바뀜.", flags=["fuzzy"]))
+    po.save(str(tmp_path / "00_x.po"))
+    monkeypatch.setattr(ko_edition, "CATALOGUES", tmp_path)
+    with pytest.raises(ko_edition.TranslationError, match=r"(?s)2 message.*Not yet.*Changed"):
+        ko_edition.messages("00_x.ipynb")

@@ -649,3 +649,97 @@ def test_a_self_check_run_before_its_starting_cell_reports_in_one_line():
         )
     last = nb.cells[-1].outputs
     assert [o.output_type for o in last] == ["error"] and last[0].ename == "NameError"
+
+
+# ------------------------------------------------------------ the Korean student edition
+#
+# editions/ko/student/, from the Korean Colab edition (scripts/ko_edition.py): the same
+# exercises, starting cells and self-checks, in Korean.
+
+import ko_edition  # noqa: E402
+
+KO_COLAB = ROOT / "editions" / "ko" / "colab"
+KO_STUDENT = ROOT / "editions" / "ko" / "student"
+KO = student_edition.WORDS["ko"]
+
+
+def test_the_committed_korean_student_edition_comes_from_the_committed_korean_colab_edition():
+    colab = {p.name: p.read_bytes() for p in sorted(KO_COLAB.glob("*.ipynb"))}
+    assert colab, "editions/ko/colab/ is empty: run `make edition`"
+    fresh = student_edition.generate(colab)
+    assert fresh == {p.name: p.read_bytes() for p in sorted(KO_STUDENT.glob("*.ipynb"))}
+
+
+def definitions(code: str) -> list[str]:
+    """Each definition's header (name, arguments, decorators) and whether its body raises
+    NotImplementedError, without the words of its docstring and message."""
+    out = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            args = ast.dump(node.args) if hasattr(node, "args") else ""
+            raises = any(isinstance(n, ast.Raise) for n in node.body)
+            out.append(f"{node.name} {args} {[ast.dump(d) for d in node.decorator_list]} {raises}")
+    return out
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_korean_student_notebook_is_the_english_one_in_korean(chapter):
+    """The same cells (ids, roles), exercises, self-checks and starting functions as the
+    English student notebook; its own words in Korean; its links to the Korean student
+    edition online (SITE/ko/student/)."""
+    english, korean = read(STUDENT, chapter), read(KO_STUDENT, chapter)
+    nbformat.validate(korean)
+    assert [c.get("id") for c in korean.cells] == [c.get("id") for c in english.cells]
+    assert [role(c) for c in korean.cells] == [role(c) for c in english.cells]
+    assert korean.metadata[ROLE]["exercises"] == english.metadata[ROLE]["exercises"]
+    site = english.metadata["colab_edition"]["site"]
+    assert korean.metadata[ROLE]["site"] == site + "ko/student/"
+    first = next(c for c in korean.cells if c.cell_type == "code")
+    assert first.source == ko_edition.install_source()
+    for en, ko in zip(english.cells, korean.cells, strict=True):
+        if role(en) == "check":
+            assert ko.source == en.source
+        elif role(en) == "starter":
+            assert definitions(ko.source) == definitions(en.source)
+            assert 'NotImplementedError("연습 문제 ' in ko.source
+        elif role(en) == "code":
+            assert ko.source == KO["code_here"]
+        elif role(en) == "answer":
+            number = english.metadata[ROLE]["exercises"][en.metadata[ROLE]["exercise"]]["number"]
+            assert ko.source == KO["answer_cell"].format(
+                what=f"연습 문제 {number}", answer=KO["answer"]
+            )
+            assert rendered(ko.source).startswith(
+                f"<blockquote>\n<p>✏️ <strong>연습 문제 {number}의 답"
+            )
+    links = re.findall(r"\]\((https?://[^)\s]+)\)", "\n".join(c.source for c in korean.cells))
+    assert any(u.startswith(site + "ko/student/") for u in links)
+    assert not [u for u in links if u.startswith(site) and not u.startswith(site + "ko/student/")]
+    about = korean.cells[0].source
+    exercises = korean.metadata[ROLE]["exercises"]
+    checked = sum(1 for e in exercises.values() if e["checks"])
+    section = re.search(
+        r"^## (\d+\.\d+)\. 연습 문제$", "\n".join(c.source for c in korean.cells), re.M
+    )
+    assert about.startswith("> **학생판.**") and rendered(about).startswith("<blockquote>")
+    assert (
+        f"연습 문제는 {len(exercises)}개이고, 그 가운데 {checked}개에는 자체 점검이 있으며, "
+        f"맨 끝의 {section.group(1)}절에 있다." in about
+    )
+    for words in ("✏️ *답*", "`NotImplementedError`", "자체 점검", "런타임 ▸ 모두 실행", "풀이는"):
+        assert words in about
+
+
+def test_the_korean_starting_cells_are_not_attempted_by_their_checks():
+    """A Korean starting function (its docstring and message in Korean) is "not attempted"
+    for its self-check, as the English one is (chapter 1; tests/colab runs them all)."""
+    korean = read(KO_STUDENT, CHAPTERS[0])
+    namespace: dict = {"np": np, "helpers": helpers}
+    pairs = [p for e in korean.metadata[ROLE]["exercises"].values() for p in e["checks"]]
+    for cell in korean.cells:
+        if role(cell) == "starter":
+            exec(cell.source.replace(KO["code_here"], ""), namespace)
+    assert pairs
+    for check, function in pairs:
+        result = run_self_check(check, namespace, function)
+        assert result.status == NOT_ATTEMPTED, (check, result)

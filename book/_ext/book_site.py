@@ -15,7 +15,8 @@
   replaced here, after the theme (priority 501) made the buttons. The folder is the
   config value ``book_launch_edition``: the student edition of the site
   (scripts/book.py --student) sets it to editions/student, whose notebooks have
-  starting cells in place of the solutions.
+  starting cells in place of the solutions. The Korean book opens editions/ko/colab and
+  its student edition editions/ko/student (``launch_folder``).
 - The theme (pydata-sphinx-theme 0.17 under sphinx-book-theme 1.3) puts its search field
   both in a header bar and in the primary sidebar: two search boxes on a desktop. The
   header's persistent items are emptied (``navbar_persistent``); the sidebar keeps the
@@ -25,8 +26,9 @@
   empty block (a light-grey bar under every explorer in dark mode). Empty HTML outputs are
   dropped from the doctree.
 - arXiv identifiers in the bibliography ("arXiv:1607.06450") become links to the paper.
-- The student edition (config value ``book_launch_edition`` set to editions/student)
-  builds with the Sphinx tag ``student``, so a page can say what differs with
+- The student edition (config value ``book_launch_edition`` set to editions/student, or
+  any folder but the Colab edition of the book's language) builds with the Sphinx tag
+  ``student``, so a page can say what differs with
   ``{only} student`` and ``{only} not student`` blocks.
 - Ids are unique on a page: sphinx-proof gives every proof ``id="proof"`` and every
   theorem's body ``id="proof-content"``, sphinx-exercise every statement's and solution's
@@ -83,11 +85,30 @@ def _biblioentries_as_list_items(app, pagename, templatename, context, doctree):
 COLAB_EDITION = "editions/colab"
 
 
+def colab_edition(language: str | None) -> str:
+    """The Colab edition's folder in the book's language: editions/colab, and each
+    translation's under its language (editions/ko/colab, scripts/ko_edition.py)."""
+    if language in (None, "", "en"):
+        return COLAB_EDITION
+    return COLAB_EDITION.replace("editions/", f"editions/{language}/", 1)
+
+
+def launch_folder(config) -> str:
+    """The folder of the notebooks the launch buttons open (``book_launch_edition``), in
+    the book's language: a translated book given an English edition's folder
+    (editions/student) opens that edition's translation (editions/ko/student)."""
+    folder = config.book_launch_edition.strip("/")
+    language = config.language
+    if language not in (None, "", "en") and not folder.startswith(f"editions/{language}/"):
+        folder = folder.replace("editions/", f"editions/{language}/", 1)
+    return folder
+
+
 def _launch_colab_edition(app, pagename, templatename, context, doctree):
     source = f"{pagename}.ipynb"
     if not pagename.startswith("notebooks/") or not app.env.doc2path(pagename).endswith(".ipynb"):
         return
-    folder = app.config.book_launch_edition.strip("/")
+    folder = launch_folder(app.config)
     edition = f"{folder}/{pagename.removeprefix('notebooks/')}.ipynb"
     for group in context.get("header_buttons", []):
         if group.get("label") != "launch-buttons":
@@ -102,8 +123,8 @@ def _launch_colab_edition(app, pagename, templatename, context, doctree):
 
 def _one_search_field(app, config):
     config.html_theme_options["navbar_persistent"] = []
-    if config.book_launch_edition.strip("/") != COLAB_EDITION:
-        app.tags.add("student")
+    if launch_folder(config) != colab_edition(config.language):
+        app.tags.add("student")  # the notebooks are not the Colab edition: no solutions
 
 
 def _drop_empty_html_outputs(app, doctree, docname):

@@ -329,6 +329,76 @@ ABOUT = (
 )
 GLUE_PREFIX = "application/papermill.record/"
 
+#: The words the edition writes itself, by the book's language (config value ``language``;
+#: the Korean edition is built from Korean notebooks, scripts/ko_edition.py). Theorems'
+#: names and admonitions' titles come from the catalogues Sphinx and sphinx-proof use on
+#: the site (``Words.realtype``, ``Words.admonition``).
+WORDS = {
+    "en": {
+        "about": ABOUT,
+        "exercise": "Exercise",
+        "solution": "Solution to Exercise {number}",
+        "solution_alone": "Solution",
+        "figure": "Fig.",
+        "table": "Table",
+        "proof": "Proof.",
+        "show": "Show",
+        "end": "End of chapter {number}",
+        "end_text": "The exercises end here, and so does the chapter.",
+        "next": "Next: [{title}]({url}).",
+    },
+    "ko": {
+        "about": (
+            "> **이 노트북을 실행하는 방법.** Colab에서는 **런타임 ▸ 모두 실행**을 고르거나, 맨 "
+            "위부터 셀을 차례로 실행한다(Shift+Enter). 첫 번째 코드 셀은 Colab에서 이 책의 "
+            "`helpers` 패키지를 설치하고(다른 곳에서는 설치하지 않는다), 자체 점검 메시지와 그림의 "
+            "글자를 한국어로 정한다. 슬라이더가 있는 그림(탐색기)은 그 셀을 실행하면 움직이기 "
+            '시작하며, 그전에는 그림 하나만 보여 준다. 각 연습 문제의 풀이는 "연습 문제 … 풀이" '
+            "제목 아래에 접혀 있으니, 제목 옆의 화살표를 눌러 펼친다."
+        ),
+        "exercise": "연습 문제",
+        "solution": "연습 문제 {number} 풀이",
+        "solution_alone": "풀이",
+        "figure": "그림",
+        "table": "표",
+        "proof": "증명.",
+        "show": "보기",
+        "end": "{number}장의 끝",
+        "end_text": "연습 문제는 여기서 끝나며, 이 장도 여기서 끝난다.",
+        "next": "다음 장: [{title}]({url}).",
+    },
+}
+
+
+class Words:
+    """The edition's own words in the book's language."""
+
+    def __init__(self, language: str) -> None:
+        if language not in WORDS:
+            raise ColabEditionError(f"no words for the language {language!r} (WORDS)")
+        self.language = language
+        self.words = WORDS[language]
+
+    def __getitem__(self, key: str) -> str:
+        return self.words[key]
+
+    def realtype(self, realtype: str) -> str:
+        """A theorem's kind as the site names it ("Theorem", in Korean "정리")."""
+        if self.language == "en":
+            return realtype.title()
+        from sphinx.locale import get_translation
+
+        return str(get_translation("proof")(realtype.title()))
+
+    def admonition(self, kind: str) -> str | None:
+        if kind not in ADMONITION_TITLES:
+            return None
+        if self.language == "en":
+            return ADMONITION_TITLES[kind]
+        from sphinx.locale import admonitionlabels
+
+        return str(admonitionlabels.get(kind, ADMONITION_TITLES[kind]))
+
 
 def drop_glue_outputs(cell: dict) -> None:
     """A glue cell's outputs hold only values for the site (myst-nb's glue): dropped."""
@@ -363,6 +433,7 @@ class Converter:
         self.doctree = doctree
         self.site = builder.site
         self.page = self.site + docname + ".html"
+        self.words = builder.words
         self.fignumbers = self.env.toc_fignumbers.get(docname, {})
         self.cell = "?"  # the chapter cell being converted, for error messages
         self.solution_cells: dict[str, list] = {}  # exercise label -> ids of its solution
@@ -519,10 +590,11 @@ class Converter:
         if node["ids"]:
             self.exercises[node["ids"][0]] = number
         title = node.next_node(nodes.title)
-        name = "Exercise" + (f" {number}" if number else "")
+        word = self.words["exercise"]
+        name = word + (f" {number}" if number else "")
         sub = self.inline(title).strip() if title is not None else ""
-        if sub and sub not in ("Exercise", name):
-            sub = sub.removeprefix("Exercise").strip()
+        if sub and sub not in ("Exercise", word, name):
+            sub = sub.removeprefix("Exercise").removeprefix(word).strip()
             name += f" {sub}" if sub.startswith("(") else f" ({sub})"
         return name
 
@@ -539,7 +611,9 @@ class Converter:
                     self.env.toc_fignumbers.get(docname, {}).get("exercise", {}).get(target, ()),
                 )
             )
-        return f"Solution to Exercise {number}" if number else "Solution"
+        if not number:
+            return self.words["solution_alone"]
+        return self.words["solution"].format(number=number)
 
     # --------------------------------------------------------------------- blocks
 
@@ -623,7 +697,7 @@ class Converter:
             if node.get("nb_element") == "mime_bundle" or node.get("mime_type"):
                 return self.output(node)
             if "toggle" in node.get("classes", []) or node.get("type") == "toggle":
-                return self.details("Show", self.blocks(node))
+                return self.details(self.words["show"], self.blocks(node))
             if node.get("literal_block"):
                 caption = node.next_node(nodes.caption)
                 code = node.next_node(nodes.literal_block)
@@ -701,7 +775,7 @@ class Converter:
         table = "\n".join(lines)
         if title is not None:
             number = self.number("table", node["ids"][0]) if node.get("ids") else ""
-            label = f"Table {number} " if number else ""
+            label = f"{self.words['table']} {number} " if number else ""
             table = self.anchor(node) + f"*{label}{self.inline(title)}*\n\n" + table
         return table
 
@@ -710,7 +784,7 @@ class Converter:
         number = self.number("figure", figure["ids"][0]) if figure.get("ids") else ""
         text = self.inline(caption) if caption is not None else ""
         legend = figure.next_node(nodes.legend)
-        label = f"**Fig. {number}** " if number else ""
+        label = f"**{self.words['figure']} {number}** " if number else ""
         out = self.anchor(figure) + f"{label}{text}".strip()
         if legend is not None:
             out = join_blocks([out, self.blocks(legend)])
@@ -754,12 +828,13 @@ class Converter:
         if kind == "proof_node":
             inner = next((c for c in node.children if isinstance(c, nodes.admonition)), node)
             body = self.blocks(self.content_of(inner))
+            proof = self.words["proof"]  # sphinx-proof starts the text with "Proof."
             if body.startswith("Proof. "):
-                body = "*Proof.* " + body.removeprefix("Proof. ")
+                body = f"*{proof}* " + body.removeprefix("Proof. ")
             elif body.startswith("Proof."):
-                body = "*Proof.*\n\n" + body.removeprefix("Proof.").lstrip()
+                body = f"*{proof}*\n\n" + body.removeprefix("Proof.").lstrip()
             else:
-                body = "*Proof.*\n\n" + body
+                body = f"*{proof}*\n\n" + body
             last = body.rsplit("\n\n", 1)[-1]
             closed = re.match(r"^(\$\$|\\begin|- |\d+\. |\||```|<|>)", last) is None
             return body + (" ∎" if closed else "\n\n∎")
@@ -768,9 +843,10 @@ class Converter:
             number = ""
             if node.get("ids") and kind != "unenumerable_node":
                 number = self.number(node.get("countertype", realtype), node["ids"][0])
-            name = realtype.title() + (f" {number}" if number else "")
+            word = self.words.realtype(realtype)
+            name = word + (f" {number}" if number else "")
             sub = self.inline(title_node).strip() if title_node is not None else ""
-            sub = sub.removeprefix(realtype.title()).strip()
+            sub = sub.removeprefix(realtype.title()).removeprefix(word).strip()
             title = (
                 self.anchor(node)
                 + f"**{name}**"
@@ -785,8 +861,8 @@ class Converter:
         title = self.inline(title_node).strip() if title_node is not None else ""
         if not title:
             title = next(
-                (ADMONITION_TITLES[c] for c in [kind, *classes] if c in ADMONITION_TITLES),
-                "Note",
+                (self.words.admonition(c) for c in [kind, *classes] if c in ADMONITION_TITLES),
+                self.words.admonition("note"),
             )
         if "dropdown" in classes or "toggle" in classes:
             return self.details(f"<b>{title}</b>", body)
@@ -1051,6 +1127,10 @@ class ColabBuilder(Builder):
 
     def init(self) -> None:
         self.site = site_url(self.config)
+        self.language = self.config.language or "en"
+        if self.language != "en":  # the site publishes the Korean book under ko/
+            self.site += f"{self.language}/"
+        self.words = Words(self.language)
         self._titles: dict[str, nodes.document] = {}
 
     def titles_doctree(self, docname: str) -> nodes.document:
@@ -1097,6 +1177,8 @@ class ColabBuilder(Builder):
             "exercises": converter.exercises,
             "solutions": converter.solution_cells,
         }
+        if self.language != "en":  # scripts/student_edition.py writes in the same language
+            metadata[META]["language"] = self.language
         colab = metadata.setdefault("colab", {})
         colab["collapsed_sections"] = collapsed
         colab.setdefault("provenance", [])
@@ -1113,7 +1195,7 @@ class ColabBuilder(Builder):
             "cell_type": "markdown",
             "id": "colab-edition-about",
             "metadata": {META: {"role": "about"}},
-            "source": ABOUT,
+            "source": self.words["about"],
         }
 
     def end_cells(self, docname: str, cells: list[dict]) -> list[dict]:
@@ -1126,13 +1208,14 @@ class ColabBuilder(Builder):
             return []
         level = len(re.match(r"#*", "".join(exercises[-1]["source"])).group(0))
         number = ".".join(map(str, self.env.toc_secnumbers.get(docname, {}).get("", ())))
-        text = f"{'#' * level} End of chapter {number}\n\n"
-        text += "The exercises end here, and so does the chapter."
+        text = f"{'#' * level} {self.words['end'].format(number=number)}\n\n"
+        text += self.words["end_text"]
         following = self.env.collect_relations().get(docname, [None, None, None])[2]
         if following and str(self.env.doc2path(following)).endswith(".ipynb"):
             n = ".".join(map(str, self.env.toc_secnumbers.get(following, {}).get("", ())))
             title = escape(self.env.titles[following].astext())
-            text += f" Next: [{n}. {title}]({self.site}{self.get_target_uri(following)})."
+            url = self.site + self.get_target_uri(following)
+            text += " " + self.words["next"].format(title=f"{n}. {title}", url=url)
         return [
             {
                 "cell_type": "markdown",

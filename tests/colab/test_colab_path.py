@@ -167,8 +167,28 @@ def head_notebooks(edition: str = "colab") -> list[str]:
 # solutions, which nbval runs); of the Colab editions, `make test` runs chapter 1's (the
 # edition's own cells and the solutions on Colab's versions) and `make test-full` every
 # chapter's (tests/conftest.py's FULL): each run is a whole chapter, 15 to 45 s.
+# The Korean editions (editions/ko/, the same cells with Korean text, helpers set to
+# Korean by the install cell): chapter 1's Colab and student notebooks, every chapter's
+# under `make test-full`.
 NOTEBOOKS = sample(head_notebooks(), {"01_softmax"})
 STUDENT_NOTEBOOKS = head_notebooks("student")
+KO_NOTEBOOKS = sample(head_notebooks("ko/colab"), {"01_softmax"})
+KO_STUDENT_NOTEBOOKS = sample(head_notebooks("ko/student"), {"01_softmax"})
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
+def install_source(path: str) -> str:
+    """The first code cell of an edition's notebook: the install cell (the Korean one also
+    sets helpers' language, scripts/ko_edition.py)."""
+    if not path.startswith("editions/ko/"):
+        return bootstrap_source()
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import ko_edition
+
+    return ko_edition.install_source()
+
 
 # Appended to a notebook before it runs: the grader's verdict on every self-check of the
 # chapter, as one JSON line (the pairs come from the student notebook's metadata).
@@ -190,19 +210,22 @@ def self_check_pairs(path: str) -> list[list[str]]:
 
 
 @pytest.mark.parametrize(
-    "path", NOTEBOOKS + STUDENT_NOTEBOOKS, ids=lambda p: "/".join(Path(p).parts[-2:])
+    "path",
+    NOTEBOOKS + STUDENT_NOTEBOOKS + KO_NOTEBOOKS + KO_STUDENT_NOTEBOOKS,
+    ids=lambda p: "/".join(Path(p).parts[1:]),
 )
 def test_chapter_runs_on_colab_stack(colab_env, path):
     # The notebook as committed at HEAD, like the package: one revision for both.
     text = run("git", "-C", str(ROOT), "show", f"HEAD:{path}").stdout
     nb = nbformat.reads(text, as_version=4)
-    student = path.startswith("editions/student/")
+    student = "/student/" in path
+    korean = path.startswith("editions/ko/")
     pairs = self_check_pairs(path)
     assert pairs, f"{path}: no self-check to run"
     nb.cells.append(nbformat.v4.new_code_cell(SELF_CHECKS.format(pairs=pairs)))
-    path = Path(path)
     first_code = next(c for c in nb.cells if c.cell_type == "code")
-    assert first_code.source == bootstrap_source()
+    assert first_code.source == install_source(path)
+    path = Path(path)
     with tempfile.TemporaryDirectory() as empty:
         target = Path(empty) / path.name
         nbformat.write(nb, target)
@@ -260,7 +283,9 @@ def test_chapter_runs_on_colab_stack(colab_env, path):
         assert len(checks) == len(pairs)
         for cell in checks:
             shown = "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs)
-            assert "not attempted yet" in shown and "Traceback" not in shown, shown
+            assert shown and "Traceback" not in shown, shown
+            # In Korean once helpers words its reports in the language set (set_language)
+            assert "not attempted yet" in shown or (korean and HANGUL.search(shown)), shown
 
 
 def test_every_chapter_at_head_has_its_colab_and_student_notebooks():
@@ -274,3 +299,7 @@ def test_every_chapter_at_head_has_its_colab_and_student_notebooks():
     assert names and [Path(p).name for p in head_notebooks()] == names
     assert [Path(p).name for p in STUDENT_NOTEBOOKS] == names
     assert NOTEBOOKS and set(NOTEBOOKS) <= set(head_notebooks())  # the sample, or all
+    assert [Path(p).name for p in head_notebooks("ko/colab")] == names
+    assert [Path(p).name for p in head_notebooks("ko/student")] == names
+    assert KO_NOTEBOOKS and set(KO_NOTEBOOKS) <= set(head_notebooks("ko/colab"))
+    assert KO_STUDENT_NOTEBOOKS and set(KO_STUDENT_NOTEBOOKS) <= set(head_notebooks("ko/student"))

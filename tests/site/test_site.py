@@ -459,10 +459,12 @@ def test_pages_have_formulas():
 
 @pytest.mark.parametrize("doc", CHAPTERS)
 def test_colab_button_points_at_this_chapter(loaded, edition, doc):
-    """The Colab and Binder buttons open the chapter's Colab edition (editions/colab/)."""
+    """The Colab and Binder buttons open the chapter's Colab edition (editions/colab/; the
+    Korean book's, editions/ko/colab/)."""
     repo = urlparse(CONFIG["repository"]["url"]).path.strip("/")
     branch = CONFIG["repository"]["branch"]
-    notebook = f"editions/colab/{doc.removeprefix('notebooks/')}.ipynb"
+    folder = {"book": "editions/colab", "ko": "editions/ko/colab"}[edition]
+    notebook = f"{folder}/{doc.removeprefix('notebooks/')}.ipynb"
     expected = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}"
     binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{notebook}"
     page = loaded(edition, doc)

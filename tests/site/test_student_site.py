@@ -122,9 +122,12 @@ def test_dark_mode(loaded, edition, doc):
 
 @pytest.mark.parametrize("doc", CHAPTERS)
 def test_colab_and_binder_buttons_open_the_student_notebook(loaded, edition, doc):
+    """The student editions' buttons open the student notebooks: editions/student/, and the
+    Korean student edition's editions/ko/student/."""
     repo = urlparse(CONFIG["repository"]["url"]).path.strip("/")
     branch = CONFIG["repository"]["branch"]
-    notebook = f"editions/student/{doc.removeprefix('notebooks/')}.ipynb"
+    folder = {"student": "editions/student", "ko_student": "editions/ko/student"}[edition]
+    notebook = f"{folder}/{doc.removeprefix('notebooks/')}.ipynb"
     colab = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}"
     binder = f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=tree/{notebook}"
     page = loaded(edition, doc)

@@ -1,0 +1,415 @@
+"""The Korean Colab and student editions: editions/ko/{colab,student}/NN_topic.ipynb.
+
+Usage: python scripts/ko_edition.py            write both Korean editions
+       python scripts/ko_edition.py --check    exit 1 if either is stale
+       python scripts/ko_edition.py --source   write the Korean source notebooks into
+                                               _build/ko-source/ (to read them; nothing else)
+       ... --catalogues DIR                    the notebooks' catalogues from DIR instead
+                                               (a translator's work in progress, to preview)
+
+scripts/colab_edition.py (`make edition`, `make execute`) runs this after the English
+editions. The English notebooks (notebooks/) stay the only source; their text is translated
+in the page catalogues locales/ko/LC_MESSAGES/notebooks/NN_topic.po (scripts/i18n.py). For
+each chapter:
+
+1. A Korean source notebook is made in memory (`translate_notebook`): every message of the
+   page's catalogue is found in the English markdown cells (whitespace-insensitively: a
+   msgid is a paragraph, heading, list item, table cell, admonition or exercise title with
+   its line breaks made spaces) or in the figures' cell metadata (mystnb.figure.caption,
+   mystnb.image.alt), and replaced there by its translation. A message that cannot be
+   placed, an untranslated or fuzzy message, or English prose left in a cell afterwards
+   stops the generation with the msgid or the line (`TranslationError`): a Korean notebook
+   never keeps English silently. Code cells and their outputs stay as they are, except the
+   first (the install cell), which also sets helpers' language to Korean
+   (`helpers.set_language("ko")`), so that self-checks and figures speak Korean.
+2. The Korean notebooks are staged with the book's other pages and built with the same
+   ``colab`` builder as the English edition (book/_ext/colab_edition.py) with
+   ``language = ko``: glued numbers, equation, theorem and figure numbers, links, in
+   Korean words, linking to the Korean book online (SITE/ko/...). The pages' catalogues of
+   the notebooks are left out of the stage, so that nothing but step 1 translates them.
+3. The student edition is derived from the Korean Colab edition by scripts/student_edition.py,
+   as the English one is (its links go to SITE/ko/student/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import polib
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # for tests.notebook_bootstrap
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import i18n  # noqa: E402  (scripts/i18n.py: what counts as English prose)
+
+from tests.notebook_bootstrap import bootstrap_source  # noqa: E402
+
+
+def _book_script():
+    """scripts/book.py (the Korean edition's configuration), by its path: the name "book"
+    is also the book's folder of pages."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "book_script", Path(__file__).with_name("book.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LANGUAGE = "ko"
+CATALOGUES = ROOT / "locales" / LANGUAGE / "LC_MESSAGES" / "notebooks"
+EDITIONS = ROOT / "editions" / LANGUAGE
+COLAB = EDITIONS / "colab"
+STUDENT = EDITIONS / "student"
+COMMAND = "make edition"
+
+
+class TranslationError(Exception):
+    """A catalogue that does not fit its chapter (the message names chapter and msgid)."""
+
+
+def install_source() -> str:
+    """The Korean notebooks' first code cell: the chapter's install cell, then helpers'
+    language set to Korean (self-checks' messages and figures' words)."""
+    english = bootstrap_source()
+    first, rest = english.split("\n", 1)
+    if not first.startswith("# "):
+        raise TranslationError(f"the install cell's first line is not a comment: {first!r}")
+    return (
+        "# Colab에서는 이 책의 `helpers` 패키지를 설치하고, 어디서나 그 언어를 한국어로 정한다.\n"
+        + rest
+        + "\n\nimport helpers\n\n"
+        + 'helpers.set_language("ko")  # 자체 점검 메시지와 그림의 글자를 한국어로'
+    )
+
+
+# ------------------------------------------------------------------ the catalogue
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def messages(name: str) -> dict[str, str]:
+    """{msgid: msgstr} of chapter `name`'s catalogue; every entry must be translated."""
+    po = CATALOGUES / Path(name).with_suffix(".po").name
+    if not po.exists():
+        raise TranslationError(f"{name}: no catalogue {shown(po)}")
+    out, missing = {}, []
+    for entry in polib.pofile(str(po)):
+        if entry.obsolete:
+            continue
+        if not entry.msgstr or "fuzzy" in entry.flags:
+            missing.append(entry.msgid)
+            continue
+        out[entry.msgid] = entry.msgstr
+    if missing:
+        listed = "\n".join(f"  {m[:100]!r}" for m in missing[:20])
+        raise TranslationError(
+            f"{name}: {len(missing)} message(s) untranslated or fuzzy in {shown(po)} "
+            f"(the Korean notebooks would keep English):\n{listed}"
+        )
+    return out
+
+
+# ------------------------------------------------------- placing messages in a cell
+
+# Where a translatable unit may start on its line: after indentation, list markers,
+# a heading's hashes, a definition's colon, a table's bar, or a directive's name (its
+# argument: an admonition's or exercise's title).
+_BEFORE = re.compile(
+    r"(?:^|\n)[ \t]*(?:(?:[-*+]|\d+[.)]|:)[ \t]+)*(?:#{1,6}[ \t]+)?"
+    r"(?:(?:`{3,}|:{3,})\{[\w:.-]+\}[ \t]+)?$"
+    r"|(?:^|\n)[ \t]*(?:\|[^\n]*)?\|[ \t]*$"  # a table's cell: after a bar on a table's line
+)
+# And where it may end: at the end of its line, or at a table cell's bar.
+_AFTER = re.compile(r"^[ \t]*(?:\||\n|$)")
+
+
+def pattern(msgid: str) -> re.Pattern:
+    """The msgid as a pattern that matches it across line breaks and indentation."""
+    return re.compile(r"\s+".join(re.escape(word) for word in msgid.split()))
+
+
+def place(text: str, msgid: str, msgstr, argument: bool = False) -> tuple[str, int]:
+    """`text` with every whole-unit occurrence of `msgid` replaced; (text, how many).
+    With `argument`, only where it is a directive's argument (a theorem's title);
+    `msgstr` may be a function of the matched text."""
+    out, at, count = [], 0, 0
+    for match in pattern(msgid).finditer(text):
+        if match.start() < at:
+            continue
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        before = text[max(0, line_start - 1) : match.start()]
+        if not _BEFORE.search(before if line_start else "\n" + before):
+            continue
+        if argument and not re.search(r"(?:`{3,}|:{3,})\{[\w:.-]+\}[ \t]+$", before):
+            continue
+        if not _AFTER.match(text[match.end() :]):
+            continue
+        out.append(text[at : match.start()])
+        out.append(msgstr if isinstance(msgstr, str) else msgstr(match.group(0)))
+        at = match.end()
+        count += 1
+    out.append(text[at:])
+    return "".join(out), count
+
+
+# ----------------------------------------------------------- English left in a cell
+
+_FENCE = re.compile(
+    r"^[ \t]*(?P<fence>`{3,}|:{3,})(?P<info>[^\n]*)\n(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$",
+    re.M | re.S,
+)
+_DIRECTIVE = re.compile(r"^\{([\w:.-]+)\}")
+_TITLED = ("admonition", "exercise", "prf:", "figure", "table", "note", "warning", "tip")
+_HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
+def prose_lines(text: str) -> list[str]:
+    """The lines of a MyST cell a reader reads as prose: code blocks, display maths,
+    directive options, labels and comments taken out."""
+    lines: list[str] = []
+
+    def walk(block: str) -> None:
+        last = 0
+        for fence in _FENCE.finditer(block):
+            lines.extend(block[last : fence.start()].split("\n"))
+            last = fence.end()
+            info = fence.group("info").strip()
+            directive = _DIRECTIVE.match(info)
+            if directive is None:
+                continue  # a code block
+            name = directive.group(1)
+            if name in ("math", "code-cell", "code", "code-block", "raw", "glue:math"):
+                continue
+            argument = info[directive.end() :].strip()
+            if argument and not name.startswith(("solution", "prf:proof")):
+                lines.append(argument)
+            walk(fence.group("body"))
+        lines.extend(block[last:].split("\n"))
+
+    text = re.sub(f"{KEPT[0]}\\d+{KEPT[1]}", " ", text)
+    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
+    text = i18n._MATH.sub(" ", text)  # inline maths, also across lines
+    text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
+    walk(text)
+    out = []
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or re.match(r"^(:[\w-]+:|\(.*\)=$|%|\\begin|\\end|\\\\)", stripped):
+            continue
+        out.append(stripped)
+    return out
+
+
+_PREFIX = re.compile(r"^(?:(?:[-*+]|\d+[.)]|:|#{1,6})[ \t]+)+")
+
+
+def bare(text: str) -> str:
+    """A line without its maths, spaces collapsed (as prose_lines leaves it)."""
+    return " ".join(i18n._MATH.sub(" ", text).split())
+
+
+def english_left(text: str, translations: set[str] = frozenset()) -> list[str]:
+    """The prose lines of a translated cell that have English words and no Korean (a line
+    that is a translation of the catalogue as it stands is not: "RoPE: $...$")."""
+    left = []
+    translated = {bare(t) for t in translations}
+    for line in prose_lines(text):
+        if bare(_PREFIX.sub("", line)) in translated:
+            continue
+        cells = [c for c in line.strip("|").split("|")] if line.startswith("|") else [line]
+        for cell in cells:
+            if re.fullmatch(r"[\s:-]*", cell):
+                continue
+            if not _HANGUL.search(cell) and not i18n.nothing_to_translate(cell.strip()):
+                left.append(cell.strip())
+    return left
+
+
+# -------------------------------------------------------------- the Korean notebook
+
+
+def source_of(cell: dict) -> str:
+    text = cell.get("source", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def variants(msgid: str, msgstr: str) -> list[tuple[str, str]]:
+    """What a message looks like in the notebook's source, with its translation.
+
+    Sphinx extracts some messages as the extensions rewrite them: sphinx-proof puts a
+    theorem's title (its directive's argument) in parentheses, and "Proof. " before the
+    first paragraph of a proof; in the source they have neither (the Korean build adds
+    them again, in Korean)."""
+    out = [(msgid, msgstr, False)]
+    title = re.fullmatch(r"\((.+)\)", msgid, re.S)
+    if title:
+        korean = re.fullmatch(r"\((.+)\)", msgstr, re.S)
+        if korean is None:
+            raise TranslationError(f"a title in parentheses translated without them: {msgstr!r}")
+        out.append((title.group(1), korean.group(1), True))
+    if msgid.startswith(PROOF):
+        if not msgstr.startswith(PROOF_KO):
+            raise TranslationError(f"a proof's translation not starting {PROOF_KO!r}: {msgstr!r}")
+        out.append((msgid.removeprefix(PROOF), msgstr.removeprefix(PROOF_KO).lstrip(), False))
+    return out
+
+
+PROOF, PROOF_KO = "Proof. ", "증명."
+KEPT = ("\ue000", "\ue001")  # around the number of a unit kept as written
+
+
+def translate_notebook(nb: dict, catalogue: dict[str, str], name: str) -> dict:
+    """The Korean source notebook of chapter `name` (a copy of `nb`)."""
+    nb = copy.deepcopy(nb)
+    cells = nb["cells"]
+    placed: dict[str, int] = {}
+    kept: list[str] = []
+
+    def keep(matched: str) -> str:
+        kept.append(matched)
+        return f"{KEPT[0]}{len(kept) - 1}{KEPT[1]}"
+
+    texts = {k: source_of(c) for k, c in enumerate(cells) if c["cell_type"] == "markdown"}
+    # Longest first: a short message ("Proof") never lands inside a longer one's place.
+    for msgid in sorted(catalogue, key=len, reverse=True):
+        msgstr = catalogue[msgid]
+        count = 0
+        for source, target, argument in variants(msgid, msgstr):
+            if target == source:  # nothing to translate (an equation, a name): the text is
+                target = keep  # left as written, and not English left over
+            for k, text in texts.items():
+                texts[k], n = place(text, source, target, argument)
+                count += n
+            if count:
+                break
+        for cell in cells:
+            if cell["cell_type"] != "code":
+                continue
+            options = cell.get("metadata", {}).get("mystnb", {})
+            figure, image = options.get("figure", {}), options.get("image", {})
+            caption = figure.get("caption")
+            if isinstance(caption, str) and caption.replace("\n", " ").strip() == msgid:
+                figure["caption"] = msgstr
+                count += 1
+            if image.get("alt") == msgid:
+                image["alt"] = msgstr
+                count += 1
+        placed[msgid] = count
+    unplaced = [m for m, n in placed.items() if n == 0 and catalogue[m] != m]
+    if unplaced:
+        listed = "\n".join(f"  {m[:100]!r}" for m in unplaced)
+        raise TranslationError(
+            f"{name}: {len(unplaced)} message(s) of the catalogue found nowhere in the chapter "
+            f"(is the catalogue stale? run `make translations`):\n{listed}"
+        )
+    for k, text in texts.items():
+        left = english_left(text, set(catalogue.values()))
+        if left:
+            listed = "\n".join(f"  {line[:100]!r}" for line in left)
+            raise TranslationError(
+                f"{name}, markdown cell {k}: English left after translation (no message of "
+                f"the catalogue matched it; run `make translations`):\n{listed}"
+            )
+        cells[k]["source"] = re.sub(
+            f"{KEPT[0]}(\\d+){KEPT[1]}", lambda m: kept[int(m.group(1))], text
+        )
+    for cell in cells:
+        options = cell.get("metadata", {}).get("mystnb", {})
+        for key, field in (("figure", "caption"), ("image", "alt")):
+            value = options.get(key, {}).get(field)
+            if isinstance(value, str) and value.strip() and not _HANGUL.search(value):
+                if not i18n.nothing_to_translate(value.replace("\n", " ").strip()):
+                    raise TranslationError(f"{name}: {key} {field} left in English: {value!r}")
+    first_code = next(c for c in cells if c["cell_type"] == "code")
+    if source_of(first_code) != bootstrap_source():
+        raise TranslationError(f"{name}: the first code cell is not the install cell")
+    first_code["source"] = install_source()
+    return nb
+
+
+def korean_notebooks() -> dict[str, dict]:
+    """{file name: Korean source notebook} of every chapter."""
+    out = {}
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        out[path.name] = translate_notebook(nb, messages(path.name), path.name)
+    return out
+
+
+# ------------------------------------------------------------------ the build
+
+
+def stage(target: Path, notebooks: dict[str, dict]) -> Path:
+    """The Korean book's sources in `target`: the book's pages and catalogues (without the
+    notebooks' catalogues) and the Korean notebooks."""
+    target.mkdir(parents=True, exist_ok=True)
+    config = _book_script().edition_config(LANGUAGE, student=False)
+    (target / "_config.yml").write_text(
+        yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8"
+    )
+    shutil.copy(ROOT / "_toc.yml", target)
+    shutil.copytree(ROOT / "book", target / "book")
+    shutil.copytree(
+        ROOT / "locales",
+        target / "locales",
+        ignore=lambda folder, names: [
+            n for n in names if n.endswith(".mo") or (n == "notebooks" and "LC_MESSAGES" in folder)
+        ],
+    )
+    (target / "notebooks").mkdir()
+    for name, nb in notebooks.items():
+        (target / "notebooks" / name).write_text(
+            json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    return target
+
+
+def generate(out: Path) -> dict[str, bytes]:
+    """Build the Korean Colab edition in `out`; {file name: bytes}."""
+    import colab_edition
+
+    source = stage(out / "source", korean_notebooks())
+    return colab_edition.generate(out / "build", root=source)
+
+
+def main(argv: list[str]) -> int:
+    import colab_edition
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report a stale edition")
+    parser.add_argument("--source", action="store_true", help="write the Korean source notebooks")
+    parser.add_argument("--catalogues", type=Path, help="the notebooks' catalogues from here")
+    args = parser.parse_args(argv)
+    if args.catalogues is not None:
+        global CATALOGUES
+        CATALOGUES = args.catalogues.resolve()
+    try:
+        if args.source:
+            target = ROOT / "_build" / "ko-source"
+            shutil.rmtree(target, ignore_errors=True)
+            stage(target, korean_notebooks())
+            print(f"Korean source notebooks: {target / 'notebooks'}")
+            return 0
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = generate(Path(tmp))
+    except TranslationError as err:
+        raise SystemExit(f"The Korean editions cannot be made: {err}") from None
+    return colab_edition.finish(fresh, COLAB, STUDENT, args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
