@@ -205,7 +205,7 @@ def stage_student_edition(stage: Path, language: str = "en") -> Path:
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     config = edition_config(language, student=True)
-    config["sphinx"].setdefault("config", {})["book_launch_edition"] = STUDENT_NOTEBOOKS
+    config["sphinx"].setdefault("config", {}).setdefault("book_launch_edition", STUDENT_NOTEBOOKS)
     # "Edit on GitHub" would open the chapter's source notebook, solutions included.
     config.setdefault("html", {})["use_edit_page_button"] = False
     (stage / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False))
