@@ -19,7 +19,7 @@ import sys
 from types import TracebackType
 from typing import Any
 
-from helpers.i18n import msg
+from helpers.i18n import localize, msg
 
 __all__ = ["already_shown", "install", "not_defined_report", "show", "shown_where_called"]
 
@@ -142,7 +142,10 @@ def _handler(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: 
     if report is None:
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
     else:
-        print(report)
+        # one write, so that the line reaches the notebook as one output (print writes the
+        # text and its newline separately: a flush in between split it in two); in the
+        # notebook's language
+        sys.stdout.write(localize(report) + "\n")
     return []
 
 
