@@ -153,7 +153,9 @@ def _unique_ids(app, doctree, docname):
     for node in doctree.findall(nodes.Element):
         ids = node.get("ids", [])
         for k, name in enumerate(ids):
-            if name in seen:
+            # docutils' automatic ids only: sphinx-proof's and sphinx-exercise's shared ones
+            # ("proof", "exercise-content") are made unique by book_site.py, which knows them
+            if name in seen and re.fullmatch(r"id\d+", name):
                 n = 2
                 while f"{name}-{n}" in seen:
                     n += 1

@@ -192,7 +192,8 @@ SIDEBAR_JS = """() => {
   if (!s || !active) return null;
   const box = s.getBoundingClientRect(), entry = active.getBoundingClientRect();
   return {scroll: s.scrollTop,
-          entry_in_view: entry.top >= box.top - 1 && entry.bottom <= box.top + s.clientHeight + 1};
+          entry_in_view: entry.top >= box.top - 1 && entry.bottom <= box.top + s.clientHeight + 1,
+          fits_at_top: entry.bottom + s.scrollTop <= box.top + s.clientHeight + 1};
 }"""
 
 # Dark mode: every picture of the article that is dimmed or sits on a panel that is not

@@ -522,13 +522,15 @@ def test_ids_are_unique_and_every_proof_ends_with_its_mark(loaded, edition, doc)
 
 @pytest.mark.parametrize("doc", PAGES)
 def test_the_sidebar_starts_at_its_top(loaded, edition, doc):
-    """At 1366x900 the sidebar does not scroll itself on load (the theme's scroll cut the
-    book's title on chapters 7 to 9), and the current page's entry is in view there."""
+    """At 1366x900 the sidebar does not scroll itself on load when the current page's
+    entry is in view at its top (the theme's scroll cut the book's title on chapters 7 to
+    9); an entry further down (the back matter's last pages) is scrolled into view."""
     sidebar = loaded(edition, doc, "light").sidebar
     if sidebar is None:
         assert doc == PAGES[0], f"{doc}: no sidebar or no current entry"
         return
-    assert sidebar["scroll"] == 0, f"{doc}: the sidebar scrolled itself {sidebar['scroll']} px"
+    if sidebar["fits_at_top"]:
+        assert sidebar["scroll"] == 0, f"{doc}: the sidebar scrolled itself {sidebar['scroll']} px"
     assert sidebar["entry_in_view"], f"{doc}: the current entry is out of view: {sidebar}"
 
 
