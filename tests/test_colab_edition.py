@@ -77,9 +77,8 @@ def test_no_myst_markup_is_left(chapter):
     assert "colab-edition-cell" not in text
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
-def test_every_glued_value_in_the_text_appears(chapter):
-    source = nbformat.read(chapter, as_version=4)
+def glued_values(source) -> dict[str, str]:
+    """Each glue key of a chapter with the text/plain value its outputs store."""
     values = {}
     for cell in source.cells:
         for output in cell.get("outputs", []):
@@ -87,6 +86,13 @@ def test_every_glued_value_in_the_text_appears(chapter):
             key = record.get("mime_prefix", "") + "text/plain"
             if "name" in record and key in output.get("data", {}):
                 values[record["name"]] = output["data"][key]
+    return values
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_every_glued_value_in_the_text_appears(chapter):
+    source = nbformat.read(chapter, as_version=4)
+    values = glued_values(source)
     used = {
         name
         for cell in source.cells
@@ -915,15 +921,10 @@ def test_korean_edition_shows_every_glued_value(chapter):
     english, korean = edition_of(chapter), edition_of(chapter, KO_EDITION)
     source = nbformat.read(chapter, as_version=4)
     values = {}
-    for cell in source.cells:
-        for output in cell.get("outputs", []):
-            record = output.get("metadata", {}).get("scrapbook", {})
-            key = record.get("mime_prefix", "") + "text/plain"
-            if "name" in record and key in output.get("data", {}):
-                value = output["data"][key]
-                if value[:1] in "'\"" and value[-1:] == value[:1]:
-                    value = value[1:-1]
-                values[record["name"]] = converter.escape(value)
+    for name, value in glued_values(source).items():
+        if value[:1] in "'\"" and value[-1:] == value[:1]:
+            value = value[1:-1]
+        values[name] = converter.escape(value)
     text = markdown_text(korean)
     shown = [v for v in values.values() if v in markdown_text(english)]
     assert shown
