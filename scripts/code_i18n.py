@@ -55,7 +55,93 @@ _WORDS = re.compile(r"[A-Za-z]{2,}[^\S\n]+[A-Za-z]{2,}")
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 _PRAGMA = re.compile(r"^\s*(noqa|type:|fmt:|pragma|ruff:|pyright:|mypy:)", re.I)
 _BACKTICKED = re.compile(r"`[^`]+`")
-_TEMPLATE = re.compile(r"\{[^{}]*\}|%[-+ #0]*\d*(?:\.\d+)?[sdrfgeEixXc%]")
+_TEMPLATE = re.compile(r"\{[^{}]*\}|%[-+#0]*\d*(?:\.\d+)?[sdrfgeEixXc%]")
+# A string of one word is a reader's only where it is shown: an argument of these
+# functions, or the value of these keywords (a figure's labels, a printed line).
+_SHOWN = {
+    "print",
+    "set_title",
+    "set_xlabel",
+    "set_ylabel",
+    "xlabel",
+    "ylabel",
+    "title",
+    "suptitle",
+    "text",
+    "annotate",
+    "legend",
+    "label",
+    "labels",
+    "description",
+    "set_label",
+    "colorbar",
+    "set_text",
+    "HTML",
+    "Markdown",
+    "display",
+    "tick_labels",
+    "set_xticklabels",
+    "set_yticklabels",
+    "supxlabel",
+    "supylabel",
+    "header",
+    "caption",
+    "alt",
+    "names",
+}
+# Keywords whose value the code reads (matplotlib's and numpy's options): never a message.
+_OPTIONS = {
+    "loc",
+    "ha",
+    "va",
+    "horizontalalignment",
+    "verticalalignment",
+    "cmap",
+    "color",
+    "colors",
+    "marker",
+    "linestyle",
+    "ls",
+    "dtype",
+    "mode",
+    "kind",
+    "textcoords",
+    "xycoords",
+    "family",
+    "fontfamily",
+    "weight",
+    "fontweight",
+    "style",
+    "interpolation",
+    "origin",
+    "aspect",
+    "norm",
+    "scale",
+    "method",
+    "order",
+    "feature_map",
+    "layout",
+    "bbox_inches",
+    "format",
+    "edgecolor",
+    "facecolor",
+    "mec",
+    "mfc",
+    "c",
+    "align",
+    "position",
+    "rotation_mode",
+    "where",
+    "how",
+    "side",
+    "edition",
+    "language",
+    "variant",
+    "which",
+    "axis",
+    "nonpositive",
+}
+_IDENTIFIER = re.compile(r"^[A-Za-z_][\w.\-]*$")
 
 
 @dataclasses.dataclass
@@ -171,9 +257,17 @@ def code_messages(source: str) -> list[Message]:
         runs.append([span])
     for run in runs:
         pieces = [source[at(tokens[a].start) : at(tokens[b].end)] for a, b in run]
-        words = " ".join(_literal_text(p) or "" for p in pieces)
-        if not _WORDS.search(re.sub(r"\{[^{}]*\}", " ", words)):
+        words = " ".join(_literal_text(p) or "" for p in pieces).strip()
+        bare = re.sub(r"\{[^{}]*\}", " ", words)
+        owner = _owner(tokens, run[0][0])
+        if owner in _OPTIONS or not re.search(
+            r"[A-Za-z]{3,}|[A-Za-z]{2,}[^\S\n]+[A-Za-z]{2,}", bare
+        ):
             continue
+        named = re.sub(r"\{[^{}]*\}", "x", words)  # f"jac_norm_c{c}": a name still
+        if not _WORDS.search(bare) and (_IDENTIFIER.match(named) or "->" in words):
+            if owner not in _SHOWN or "->" in words:
+                continue  # a key, a dtype, an einsum: a value the code reads
         first, last = tokens[run[0][0]], tokens[run[-1][1]]
         indent = ""
         if len(run) > 1:
@@ -190,6 +284,38 @@ def code_messages(source: str) -> list[Message]:
             )
         )
     return sorted(found, key=lambda m: m.start)
+
+
+def _owner(tokens: list[tokenize.TokenInfo], k: int) -> str | None:
+    """The keyword or function a string token `k` is given to: `loc` in `loc="upper left"`,
+    `set_title` in `ax.set_title("...")`, `labels` in `labels=["on", "off"]`."""
+    depth, j = 0, k - 1
+    while j >= 0:
+        t = tokens[j]
+        if t.type == tokenize.OP and t.string in ")]}":
+            depth += 1
+        elif t.type == tokenize.OP and t.string in "([{":
+            if depth == 0:
+                before = [x for x in tokens[max(0, j - 3) : j] if x.type not in (tokenize.NL,)]
+                if t.string == "(" and before and before[-1].type == tokenize.NAME:
+                    return before[-1].string
+                if (
+                    len(before) >= 2
+                    and before[-1].string == "="
+                    and before[-2].type == tokenize.NAME
+                ):
+                    return before[-2].string
+                return None
+            depth -= 1
+        elif depth == 0 and t.type == tokenize.OP and t.string == "=" and j == k - 1:
+            name = tokens[j - 1]
+            return name.string if name.type == tokenize.NAME else None
+        elif depth == 0 and t.type == tokenize.OP and t.string == "=":
+            return None
+        elif t.type in (tokenize.NEWLINE,):
+            return None
+        j -= 1
+    return None
 
 
 def _translatable_comment(text: str) -> bool:
@@ -249,8 +375,6 @@ def _fields(expression: str) -> Counter | None:
         for value in tree.values:
             if isinstance(value, ast.FormattedValue):
                 found[ast.unparse(value)] += 1
-            elif isinstance(value, ast.Constant):
-                found.update(_TEMPLATE.findall(value.value))
         return found
     return None
 
@@ -294,9 +418,18 @@ def chapter_messages(notebook: Path) -> list[Message]:
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     found = []
     for cell in cells:
-        if cell["cell_type"] == "code":
-            found += code_messages("".join(cell["source"]))
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and source != _install_cell():
+            found += code_messages(source)
     return found
+
+
+def _install_cell() -> str:
+    """The chapters' first code cell, which the Korean notebooks replace whole."""
+    sys.path.insert(0, str(ROOT))
+    from tests.notebook_bootstrap import bootstrap_source
+
+    return bootstrap_source()
 
 
 def po_path(notebook: Path) -> Path:
