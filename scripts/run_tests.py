@@ -4,13 +4,13 @@ Usage: python scripts/run_tests.py [STEP ...] [NOTEBOOK ...]
        (no STEP: all of them but `checks` and `portable`, in this order; `checks` is part
        of `unit`)
 
-Steps: lint, workflows, unit, nbval, html (the Korean catalogues checked, both editions in
-English and in Korean, and the site as published, in _build/pages), browser (the built
-site, every edition), pdf (the two English editions printed to _build/pdf and checked
-against the site), colab (the Colab and student notebooks on
-Colab's versions, chapter 1's Korean ones too); and, not in `make test`, checks (the
-self-checks' tests, the exercises and the editions' staleness tests: the quick loop after
-a change to helpers/checks) and portable (strict nbval with the random draws perturbed,
+Steps: lint, workflows, i18n (the Korean catalogues checked against the English text and
+code), unit, nbval, html (both editions in English and in Korean, and the site as
+published, in _build/pages), browser (the built site, every edition), pdf (the two English
+editions printed to _build/pdf and checked against the site), colab (chapter 1's Colab
+and student notebooks on Colab's versions, in English and Korean); and, not in
+`make test`, checks (the self-checks' tests, the exercises and the editions' staleness
+tests: the quick loop after a change to helpers/checks) and portable (strict nbval with the random draws perturbed,
 the weekly workflow's check that no output hangs on round-off). Notebooks named after the
 steps narrow nbval and portable to them (`make nbval NB=notebooks/01_softmax.ipynb`).
 Every step runs even when an earlier one failed (so one run reports everything); the
@@ -233,17 +233,21 @@ def sh_together(*commands: list[str | Path]) -> bool:
     return ok
 
 
-def html() -> bool:
+def i18n() -> bool:
     """The Korean edition's catalogues checked against the English (scripts/i18n.py check:
-    nothing untranslated, fuzzy or stale), every edition built (each Sphinx build uses one
-    core, so two run side by side: the book and its student edition in English, then in
-    Korean), and the site as published (student/, ko/ and ko/student/ beside the book),
-    which the browser tests open."""
+    the pages' text extracted by Sphinx's gettext builder, and the chapters' code by
+    scripts/code_i18n.py; nothing untranslated, fuzzy or stale)."""
+    return sh(sys.executable, ROOT / "scripts" / "i18n.py", "check")
+
+
+def html() -> bool:
+    """Every edition built (each Sphinx build uses one core, so two run side by side: the
+    book and its student edition in English, then in Korean), and the site as published
+    (student/, ko/ and ko/student/ beside the book), which the browser tests open."""
     book = [sys.executable, ROOT / "scripts" / "book.py"]
-    translations = sh(sys.executable, ROOT / "scripts" / "i18n.py", "check")
     ok = sh_together(book, [*book, "--student"])
     ok &= sh_together([*book, "--lang", "ko"], [*book, "--student", "--lang", "ko"])
-    return translations and ok and sh(*book, "--pages", PAGES)
+    return ok and sh(*book, "--pages", PAGES)
 
 
 def browser() -> bool:
@@ -268,8 +272,8 @@ def pdf() -> bool:
 def colab() -> bool:
     """Colab's environment is built once per requirements (tests/colab/test_colab_path.py
     keeps it in ~/.cache/attention-book/colab-env); the notebooks run two at a time: chapter
-    1's Colab notebook and every student notebook, and chapter 1's Korean Colab and student
-    notebooks (editions/ko/; about 25 s each; every chapter's under make test-full)."""
+    1's Colab and student notebooks in English and in Korean (editions/ko/; about 25 s
+    each; every chapter's under make test-full)."""
     return sh(*PYTEST, "tests/colab", "-o", "addopts=", "-n", "2")
 
 
@@ -284,16 +288,16 @@ def portable() -> bool:
 
 STEPS = {
     f.__name__: f
-    for f in (lint, workflows, unit, nbval, html, browser, pdf, colab, checks, portable)
+    for f in (lint, workflows, i18n, unit, nbval, html, browser, pdf, colab, checks, portable)
 }
-DEFAULT = ["lint", "workflows", "unit", "nbval", "html", "browser", "pdf", "colab"]
+DEFAULT = ["lint", "workflows", "i18n", "unit", "nbval", "html", "browser", "pdf", "colab"]
 # `make test` runs the steps in two lanes side by side: each step keeps both cores busy
 # most of the time, but not all of it (a page waiting for its fonts, the one long notebook
 # left at the end of nbval, a Sphinx build on one core), and the other lane fills those
 # gaps. The browser tests need the built site, so html comes first in its lane; the PDFs
 # need it too, and are printed at the end of the other lane, which has less to do (a step
 # waits for the steps it needs: NEEDS).
-LANES = (["lint", "workflows", "unit", "nbval", "colab", "pdf"], ["html", "browser"])
+LANES = (["lint", "workflows", "i18n", "unit", "nbval", "colab", "pdf"], ["html", "browser"])
 NEEDS = {"pdf": ["html"]}
 LOGS = ROOT / "_build" / "test-logs"  # each step's output, when the lanes run
 

@@ -46,6 +46,12 @@ STUDENTS = ["student", "ko_student"]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ["light", "dark"]
+# The editions axe-core reads: the books in both languages (the English one in both
+# themes). A student edition's page is its book's page without the solutions (the same
+# templates, styles and scripts; nothing added), which axe-core reads with every solution
+# open: the student pages' own checks (raw TeX, console, links, fit, figures, buttons) run
+# on each of their pages, axe-core on the book's.
+AXE_EDITIONS = ["book", "ko"]
 DESKTOP = {"width": 1366, "height": 900}  # the laptop screen every page must fit
 PHONE = {"width": 390, "height": 844}
 # How long a page may take to load or typeset: generous, since `make test` runs the
@@ -79,6 +85,14 @@ def toc_files() -> list[str]:
 
 PAGES = toc_files()
 CHAPTERS = [f for f in PAGES if f.startswith("notebooks/")]
+# The pages of a student edition loaded in Chromium: its introduction and first chapter.
+# Every other page of a student edition is its book's page without the solutions, with
+# nothing else changed but the edition's title, launch buttons and links
+# (test_student_site.py checks that on every page, from the HTML, and fails on a page that
+# differs otherwise and is not loaded): so what the browser checks on each page of the book
+# holds on the student's, and these pages are loaded to check each edition as its readers
+# see it (the introduction has its own paragraph for students).
+STUDENT_LOADED = [PAGES[0], CHAPTERS[0]]
 
 
 class PageRecord:
@@ -600,12 +614,22 @@ VIEWER_JS = """() => {
 }"""
 
 
-def phone_figures(page) -> list[dict]:
-    """At PHONE width: each picture as shown, and for each with a visible "Enlarge" button,
-    what the keyboard does with it: Tab to the button, Enter opens the viewer (modal, focus
-    inside, the picture at its width there), Escape shuts it and focus comes back."""
+def phone_figures(page, figures: list[dict]) -> list[dict]:
+    """At PHONE width: each picture as shown, and for each with a visible "Enlarge" button
+    whose text is under MIN_TEXT_PX as shown (those `phone_figure_problems` checks), and for
+    the page's first such button in any case (the viewer works on every page), what the
+    keyboard does with it: Tab to the button, Enter opens the viewer (modal, focus inside,
+    the picture at its width there), Escape shuts it and focus comes back. `figures`:
+    FIGURES_JS's answer at DESKTOP, one per picture, in the same order."""
     pictures = page.evaluate(PHONE_PICTURES_JS)
+
+    def small(picture: dict) -> bool:
+        records = [r for r in figures[picture["index"]]["records"] if r]
+        return bool(records) and _text_px(picture["shown"], records) < MIN_TEXT_PX
+
     visible = [p for p in pictures if p["button"]]
+    if len(figures) == len(pictures):
+        visible = [p for k, p in enumerate(visible) if k == 0 or small(p)]
     for picture in visible:
         button = page.locator(f".figure-zoom[data-picture='{picture['index']}']")
         button.focus()
@@ -675,15 +699,23 @@ SETTLE_JS = """async () => {
 }"""
 
 
-def run_axe(page, include: str | None = None) -> list[dict]:
+# The axe-core rules whose verdict depends on colours: all that can change when only the
+# theme changes (the DOM, the layout and the names stay the same).
+COLOUR_RULES = ["color-contrast", "link-in-text-block"]
+
+
+def run_axe(page, include: str | None = None, rules: list[str] | None = None) -> list[dict]:
     """axe-core's violations on the page (or on the elements matching the CSS selector
-    `include` and everything inside them), each with the nodes it found."""
+    `include` and everything inside them), each with the nodes it found; `rules`: only
+    those rules (default: axe-core's default set)."""
     if not page.evaluate("() => !!window.axe"):
         page.add_script_tag(path=str(AXE))
     return page.evaluate(
-        """async (include) => {
+        """async ([include, rules]) => {
           const context = include ? {include: [...document.querySelectorAll(include)]} : document;
-          const result = await axe.run(context, {resultTypes: ['violations']});
+          const options = {resultTypes: ['violations']};
+          if (rules) options.runOnly = {type: 'rule', values: rules};
+          const result = await axe.run(context, options);
           return result.violations.map(v => ({
             id: v.id, impact: v.impact, help: v.help,
             nodes: v.nodes.map(n => ({
@@ -692,7 +724,7 @@ def run_axe(page, include: str | None = None) -> list[dict]:
             })),
           }));
         }""",
-        include,
+        [include, rules],
     )
 
 
@@ -873,7 +905,8 @@ def load(browser, site: str, edition: str, doc: str) -> dict[str, LoadedPage]:
         result.dropdowns = page.evaluate(OPEN_DROPDOWNS_JS)
         if result.dropdowns:
             page.evaluate(SETTLE_JS)  # faded in, and scrollable.js has marked what overflows
-        result.axe = run_axe(page)  # every solution open
+        if edition in AXE_EDITIONS:
+            result.axe = run_axe(page)  # every solution open
         result.wide_equations = page.evaluate(WIDE_EQUATIONS_JS)  # solutions open too
         result.fit = page.evaluate(FIT_JS)
         result.figures = page.evaluate(FIGURES_JS)  # solutions open too, at DESKTOP width
@@ -888,7 +921,8 @@ def load(browser, site: str, edition: str, doc: str) -> dict[str, LoadedPage]:
         theme_dependent(dark, "__dark")
         dark.dark_figures = page.evaluate(DARK_FIGURES_JS)
         if edition == "book":  # the other editions have the book's styles: light is enough
-            dark.axe = run_axe(page)
+            # only the rules a theme can change: the DOM is the one axe-core read in light
+            dark.axe = run_axe(page, rules=COLOUR_RULES)
         switch_theme(page, "light")
 
         page.set_viewport_size(PHONE)
@@ -896,7 +930,7 @@ def load(browser, site: str, edition: str, doc: str) -> dict[str, LoadedPage]:
         result.phone_equations = page.evaluate(WIDE_EQUATIONS_JS)
         result.phone_fit = page.evaluate(FIT_JS)
         result.phone_cues = page.evaluate(CUES_JS)
-        result.phone_figures = phone_figures(page)
+        result.phone_figures = phone_figures(page, result.figures)
         if keep_open(edition, doc):  # for the explorer tests, as a reader opens it
             page.set_viewport_size(DESKTOP)
             page.evaluate("() => window.scrollTo(0, 0)")

@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.site.pages import BOOKS, KO, PAGES, PUBLISHED, STUDENTS
+from tests.site.pages import BOOKS, KO, PAGES, PUBLISHED, STUDENT_LOADED, STUDENTS
 
 pytestmark = pytest.mark.browser
 
@@ -95,8 +95,16 @@ def test_the_english_check_finds_english_and_allows_what_it_states():
     assert english_left("학습한다 (by simple back-propagation, along with the rest of the model).")
 
 
-@pytest.mark.parametrize("doc", PAGES)
-@pytest.mark.parametrize("edition", KOREAN)
+# The pages each edition loads in Chromium (a student edition's other pages are its
+# book's without the solutions: tests/site/test_student_site.py).
+LOADED = {"book": PAGES, "ko": PAGES, "student": STUDENT_LOADED, "ko_student": STUDENT_LOADED}
+
+
+def loaded_pages(editions: list[str]) -> list:
+    return [pytest.param(e, d, id=f"{e}-{d}") for e in editions for d in LOADED[e]]
+
+
+@pytest.mark.parametrize(("edition", "doc"), loaded_pages(KOREAN))
 def test_no_english_sentence_left_in_the_prose(loaded, edition, doc):
     page = loaded(edition, doc, "light")
     assert page.language["prose"], f"{doc}: no prose found on the page"
@@ -107,8 +115,7 @@ def test_no_english_sentence_left_in_the_prose(loaded, edition, doc):
     )
 
 
-@pytest.mark.parametrize("doc", PAGES)
-@pytest.mark.parametrize("edition", KOREAN)
+@pytest.mark.parametrize(("edition", "doc"), loaded_pages(KOREAN))
 def test_korean_text_is_drawn_in_a_korean_font(loaded, edition, doc):
     checked = loaded(edition, doc, "light").language.get("fonts", [])
     assert checked, f"{doc}: no element with Korean text of its own was found to check"
@@ -130,8 +137,7 @@ def _published(url: str, site_root: str) -> tuple[str, bool]:
 OTHER = {"book": "ko/", "ko": "", "student": "ko/student/", "ko_student": "student/"}
 
 
-@pytest.mark.parametrize("doc", PAGES)
-@pytest.mark.parametrize("edition", BOOKS + STUDENTS)
+@pytest.mark.parametrize(("edition", "doc"), loaded_pages(BOOKS + STUDENTS))
 def test_the_language_switch_leads_to_the_same_page(loaded, request, edition, doc):
     page = loaded(edition, doc, "light")
     assert page.language["lang"] == ("ko" if edition in KOREAN else "en"), page.language["lang"]
@@ -145,6 +151,22 @@ def test_the_language_switch_leads_to_the_same_page(loaded, request, edition, do
     rel, exists = _published(href, server_root)
     assert rel == f"{OTHER[edition]}{doc}.html", f"{edition} {doc}: the switch leads to {rel}"
     assert exists, f"{edition} {doc}: {rel} is not published"
+
+
+@pytest.mark.parametrize("doc", PAGES)
+@pytest.mark.parametrize("edition", STUDENTS)
+def test_every_student_page_links_its_page_in_the_other_language(edition, doc):
+    """From the HTML, on the pages of the student editions that are not loaded (the link's
+    href as written; the loaded pages' test above checks it as the browser resolves it)."""
+    root = {"student": PUBLISHED / "student", "ko_student": KO / "student"}[edition]
+    html = (root / f"{doc}.html").read_text(encoding="utf-8")
+    found = re.findall(r'<a class="[^"]*btn-language-switch[^"]*"[^>]*href="([^"]*)"', html)
+    found += re.findall(r'<a [^>]*href="([^"]*)"[^>]*class="[^"]*btn-language-switch', html)
+    assert len(found) == 1, f"{edition} {doc}: {len(found)} language links"
+    target = (root / doc).parent / found[0]
+    expected = PUBLISHED / f"{OTHER[edition]}{doc}.html"
+    assert target.resolve() == expected.resolve(), f"{edition} {doc}: leads to {found[0]}"
+    assert expected.exists(), f"{edition} {doc}: {expected} is not published"
 
 
 def test_the_korean_book_is_published_beside_the_english_one():
