@@ -2,7 +2,9 @@
 
 English is the default. The Korean notebooks (editions/ko/) set Korean in their first code
 cell with ``set_language("ko")``; the environment variable ``ATTENTION_BOOK_LANGUAGE`` sets
-it for a whole process (the Korean site's executions, the grader of Korean notebooks).
+it for a whole process (the Korean site's executions). The grader (scripts/grade.py) sets
+it for each submission to the language of the edition the notebook comes from, and writes
+its own messages through this module's catalogue too.
 
 Translating a message
 ---------------------

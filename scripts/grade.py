@@ -58,6 +58,16 @@ Every exercise has a row: one without a self-check (a proof, work by hand) gets 
 grades gets a row too, "not attempted" while it is undefined or still raises
 NotImplementedError (read from the notebook's source, never run), "manual" otherwise. The
 functions come from the repository's own student notebook of the chapter.
+
+Which language: a notebook of the Korean edition (editions/ko/; its metadata says
+``colab_edition: {language: ko}``, as every Korean Colab and student notebook's does) is
+graded like any other, and every message and flag written about it is in Korean: the
+self-checks' (which run in the grader with helpers' language set to the submission's) and
+the grader's own, from helpers' catalogue (helpers/locales/ko.po; scripts/helpers_i18n.py
+reads the templates of this script's ``msg(...)`` calls). The columns, the chapter, the
+exercise labels, the check and function names, the status words and the flag "unsealed"
+stay as they are. The language is read from the submitted file before anything of it
+runs, and decides only words: the verdicts are the same in both languages.
 """
 
 from __future__ import annotations
@@ -82,6 +92,7 @@ from pathlib import Path
 
 import grade_wire
 import yaml
+from grade_i18n import LANGUAGES, Msg, localize, msg
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "book" / "exercises.yml"
@@ -128,11 +139,11 @@ PLAIN_TEXT_ONLY = "get_ipython().display_formatter.active_types = ['text/plain']
 MAX_NOTEBOOK_MB = 50  # a larger file is not read
 # The flags column: what an instructor should know about a row.
 UNSEALED = "unsealed"  # graded without isolation (--without-isolation)
-DUPLICATE_FLAG = "duplicate"  # the student submitted this chapter more than once
-OTHER_NAME_FLAG = "the file's name names"  # ... another student than its folder does
-MEMORY_FLAG = "peak memory measured in the submission's process"
-BOOK_CODE_FLAG = "calls the book's own"  # ... helpers.softmax.entropy (not attempted)
-WATCH_OFF_FLAG = "the grader's watch for the book's own code was switched off in the kernel"
+# (and, where they are made: "duplicate (also ...)", the student submitted this chapter more
+# than once; "the file's name names ...", another student than its folder does; "calls the
+# book's own helpers.x.y", not attempted; "near-copy of helpers.x.y", scripts/grade_copies.py)
+MEMORY_FLAG = msg("peak memory measured in the submission's process")
+WATCH_OFF_FLAG = msg("the grader's watch for the book's own code was switched off in the kernel")
 UNSEALED_WARNING = (
     "WARNING: these submissions were NOT sealed off (--without-isolation): their code ran "
     "with your permissions and could read and change your files, other submissions and "
@@ -272,9 +283,9 @@ def defined_functions(nb) -> dict[str, bool]:
     return found
 
 
-def hand_rows(stem: str, exercises: list[dict], nb) -> list[dict]:
+def hand_rows(stem: str, exercises: list[dict], nb, language: str = "en") -> list[dict]:
     """The rows of what an instructor reads: "manual", or "not attempted" for a listed
-    function that is undefined or still its starting cell."""
+    function that is undefined or still its starting cell; messages in ``language``."""
     listed = student_edition_exercises(stem)
     written = student_edition_answers(stem)
     defined = defined_functions(nb)
@@ -283,29 +294,42 @@ def hand_rows(stem: str, exercises: list[dict], nb) -> list[dict]:
         number = listed.get(label, {}).get("number", label)
         answer = ""
         if not function and label not in written:  # no answer cell: the whole notebook
-            status, message = MANUAL, f"graded by hand: read the answer to Exercise {number}"
+            status = MANUAL
+            message = msg("graded by hand: read the answer to Exercise {number}", number=number)
         elif not function:
             text = written_answer(nb, label, written[label])
             if not text:
                 status = NOT_ATTEMPTED
                 message = (
-                    f"the answer to Exercise {number} is still its starting cell: not attempted"
+                    msg(
+                        "the answer to Exercise {number} is still its starting cell: not attempted",
+                        number=number,
+                    )
                     if text is not None
-                    else f"no answer cell for Exercise {number}: not attempted"
+                    else msg("no answer cell for Exercise {number}: not attempted", number=number)
                 )
             else:
                 status, answer = MANUAL, text
-                message = f"graded by hand: a written answer of {len(text)} characters"
+                message = msg(
+                    "graded by hand: a written answer of {length} characters", length=len(text)
+                )
         elif function not in defined:
-            status, message = NOT_ATTEMPTED, f"{function} is not defined: not attempted"
+            status = NOT_ATTEMPTED
+            message = msg("{name} is not defined: not attempted", name=function)
         elif defined[function]:
             status = NOT_ATTEMPTED
-            message = f"{function} raises NotImplementedError: not attempted yet"
+            message = msg(
+                "{function} raises NotImplementedError: not attempted yet", function=function
+            )
         else:
             status, answer = MANUAL, function_source(nb, function)
-            message = f"graded by hand: {function} of Exercise {number} has no self-check"
+            message = msg(
+                "graded by hand: {function} of Exercise {number} has no self-check",
+                function=function,
+                number=number,
+            )
         rows.append({"exercise": label, "check": "", "function": function})
-        rows[-1] |= {"status": status, "message": message, "answer": answer}
+        rows[-1] |= {"status": status, "message": localize(message, language), "answer": answer}
     return rows
 
 
@@ -356,6 +380,18 @@ def identify_chapter(nb, path: Path, stems: list[str], titles: dict[str, str]) -
     title = first_heading(nb)
     matches = [s for s, t in titles.items() if t == title]
     return matches[0] if len(matches) == 1 else None
+
+
+def submission_language(nb) -> str:
+    """The language of the edition a submitted notebook comes from: "ko" for the Korean
+    edition's notebooks (``metadata.colab_edition.language``, which scripts/ko_edition.py's
+    Colab and student notebooks carry and Colab and Jupyter keep when they save), else
+    "en". Read from the file as submitted, before any of its code runs; it decides the
+    language of the messages only, never a verdict."""
+    metadata = nb.get("metadata") if isinstance(nb, dict) else None
+    edition = metadata.get("colab_edition") if isinstance(metadata, dict) else None
+    language = edition.get("language") if isinstance(edition, dict) else None
+    return language if isinstance(language, str) and language in LANGUAGES else "en"
 
 
 # The file names of the exports of learning-management systems: the student's part.
@@ -426,7 +462,7 @@ def _cell_name(index: int, cell) -> str:
     first = next((line for line in cell.source.splitlines() if line.strip()), "")
     if len(first) > 50:
         first = first[:47] + "..."
-    return f"cell {index + 1} ({first.strip()!r})"
+    return msg("cell {number} ({first!r})", number=index + 1, first=first.strip())
 
 
 def grade_notebook(
@@ -446,12 +482,15 @@ def grade_notebook(
     "results": [{label, check, function, status, message, memory}]}.
     """
     import nbformat
+    from grade_i18n import attach
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
     from helpers.checks import run_self_check
     from helpers.checks.core import IMPLEMENTATIONS
     from helpers.checks.shortcuts import public_names
+
+    attach()  # helpers.i18n: the module whose language worker_main set (grade_i18n)
 
     class Unresponsive(Exception):
         """The kernel did not stop when interrupted."""
@@ -503,7 +542,7 @@ def grade_notebook(
     nb = nbformat.read(path, as_version=4)
     events: list[str] = []
     results: list[dict] = []
-    limit_text = f"the memory limit of {memory_mb} MB"
+    limit_text = msg("the memory limit of {memory_mb} MB", memory_mb=memory_mb)
     with contextlib.ExitStack() as stack:
         if sealed:
             from grade_sandbox import Isolation, Sandbox
@@ -563,34 +602,53 @@ def grade_notebook(
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     events.append(
-                        f"the notebook reached the total time limit of {total_timeout:g} s: "
-                        f"{len(code) - k} code cells from {_cell_name(index, cell)} on were "
-                        "not run"
+                        msg(
+                            "the notebook reached the total time limit of {seconds:g} s: "
+                            "{count} code cells from {cell} on were not run",
+                            seconds=total_timeout,
+                            count=len(code) - k,
+                            cell=_cell_name(index, cell),
+                        )
                     )
                     break
                 timeout = min(cell_timeout, remaining)
                 name = _cell_name(index, cell)
                 if _too_deep(cell.source):  # the kernel would wait for it forever
-                    events.append(f"{name} was not run: its code is nested too deeply to compile")
+                    events.append(
+                        msg(
+                            "{cell} was not run: its code is nested too deeply to compile",
+                            cell=name,
+                        )
+                    )
                     continue
                 problem = run(cell, index, timeout)
                 if problem:
                     gone = (
-                        f"the kernel did not stop when interrupted in {name}"
+                        msg("the kernel did not stop when interrupted in {cell}", cell=name)
                         if problem == "unresponsive"
-                        else f"the kernel died in {name} ({_death(client, limit_text)})"
+                        else msg(
+                            "the kernel died in {cell} ({why})",
+                            cell=name,
+                            why=_death(client, limit_text),
+                        )
                     )
                     events.append(gone)
                     break
                 if id(cell) in client.timed_out:
                     which = (
-                        f"the time limit of {cell_timeout:g} s per cell"
+                        msg("the time limit of {seconds:g} s per cell", seconds=cell_timeout)
                         if timeout == cell_timeout
-                        else f"the total time limit of {total_timeout:g} s"
+                        else msg("the total time limit of {seconds:g} s", seconds=total_timeout)
                     )
-                    events.append(f"{name} was stopped by {which}")
+                    events.append(msg("{cell} was stopped by {which}", cell=name, which=which))
                 elif any(o.get("ename") == "MemoryError" for o in cell.get("outputs", [])):
-                    events.append(f"{name} ran out of memory (MemoryError at {limit_text})")
+                    events.append(
+                        msg(
+                            "{cell} ran out of memory (MemoryError at {limit})",
+                            cell=name,
+                            limit=limit_text,
+                        )
+                    )
                 cell.outputs = []  # graded from here on: the outputs are not needed
 
             # The watch for calls into the book's own implementations of what the checks
@@ -605,10 +663,16 @@ def grade_notebook(
                 nb.cells.pop()
                 if problem:
                     gone = (
-                        "the kernel did not stop when interrupted"
+                        msg(
+                            "the kernel did not stop when interrupted while the grader "
+                            "prepared the checks"
+                        )
                         if problem == "unresponsive"
-                        else f"the kernel died ({_death(client, limit_text)})"
-                    ) + " while the grader prepared the checks"
+                        else msg(
+                            "the kernel died ({why}) while the grader prepared the checks",
+                            why=_death(client, limit_text),
+                        )
+                    )
                     events.append(gone)
 
             current = {"function": ""}
@@ -623,13 +687,20 @@ def grade_notebook(
                 try:
                     problem = run(cell, index, timeout)
                     if problem:
-                        why = "did not stop" if problem == "unresponsive" else "died"
-                        gone = f"the kernel {why} while {current['check']} ran {function}"
+                        names = {"check": current["check"], "function": function}
+                        gone = (
+                            msg("the kernel did not stop while {check} ran {function}", **names)
+                            if problem == "unresponsive"
+                            else msg("the kernel died while {check} ran {function}", **names)
+                        )
                         return {"problem": gone}
                     if id(cell) in client.timed_out:
                         return {
-                            "problem": f"time limit: {function} did not return within "
-                            f"{cell_timeout:g} s"
+                            "problem": msg(
+                                "time limit: {function} did not return within {seconds:g} s",
+                                function=function,
+                                seconds=cell_timeout,
+                            )
                         }
                     answers = [
                         o["data"][grade_wire.MIME]
@@ -640,8 +711,11 @@ def grade_notebook(
                     raised = [o.get("ename") for o in cell.get("outputs", [])]
                     if not answers and "MemoryError" in raised:  # sending the answer
                         return {
-                            "problem": f"memory limit: the answer of {function} did not fit "
-                            f"in {limit_text}"
+                            "problem": msg(
+                                "memory limit: the answer of {function} did not fit in {limit}",
+                                function=function,
+                                limit=limit_text,
+                            )
                         }
                     return {"answers": answers}
                 finally:
@@ -654,7 +728,7 @@ def grade_notebook(
                 result = {"label": label, "check": check, "function": function, "memory": False}
                 results.append(result)
                 if gone:
-                    result.update(status=ERROR, message=f"not graded: {gone}")
+                    result.update(status=ERROR, message=msg("not graded: {why}", why=gone))
                     continue
                 current.update(function=function, check=check)
                 remote.deadline = time.monotonic() + cell_timeout
@@ -665,21 +739,27 @@ def grade_notebook(
                     with _watchdog(
                         remote,
                         cell_timeout + WATCHDOG_GRACE,
-                        f"time limit: {check} did not finish with {function} within "
-                        f"{cell_timeout:g} s (reading and judging its answers included)",
+                        msg(
+                            "time limit: {check} did not finish with {function} within "
+                            "{seconds:g} s (reading and judging its answers included)",
+                            check=check,
+                            function=function,
+                            seconds=cell_timeout,
+                        ),
                     ):
                         found = remote.probe(function, cell_timeout)
                         if not found["defined"]:
-                            missing = f"{function} is not defined: not attempted"
+                            missing = msg("{name} is not defined: not attempted", name=function)
                             result.update(status=NOT_ATTEMPTED, message=missing)
                             continue
                         stand_in = _stand_in(remote, function, found, cell_timeout)
                         verdict = run_self_check(check, {function: stand_in}, function)
                 except grade_wire.GradingAborted as err:
+                    why = err.args[0] if err.args and isinstance(err.args[0], str) else str(err)
                     if gone and str(err) == gone:
                         events.append(gone)
                     stopped = isinstance(err, grade_wire.SubmissionStopped)
-                    result.update(status=FAILED if stopped else ERROR, message=str(err))
+                    result.update(status=FAILED if stopped else ERROR, message=why)
                     result.update(_book_code(remote, function, public_names, result))
                     continue
                 result["memory"] = remote.measured_memory
@@ -687,8 +767,13 @@ def grade_notebook(
                 if report is not None and any(r.raised == "MemoryError" for r in report.results):
                     result.update(
                         status=ERROR,
-                        message=f"memory limit: {function} ran out of memory (MemoryError at "
-                        f"{limit_text}); {verdict.message}",
+                        message=msg(
+                            "memory limit: {function} ran out of memory (MemoryError at "
+                            "{limit}); {report}",
+                            function=function,
+                            limit=limit_text,
+                            report=verdict.message,
+                        ),
                     )
                 else:
                     result.update(status=verdict.status, message=verdict.message)
@@ -704,20 +789,27 @@ def _book_code(remote, function: str, public_names, result: dict) -> dict:
     flags, update = [], {}
     if remote.book_calls:
         called = ", ".join(public_names(remote.book_calls))
-        flags.append(f"{BOOK_CODE_FLAG} {called}")
+        flags.append(msg("calls the book's own {called}", called=called))
         if result.get("status") == PASSED:
             update = {
                 "status": NOT_ATTEMPTED,
-                "message": f"not attempted: {function} calls {called}, the book's own "
-                "version: the exercise asks the student to write it",
+                "message": msg(
+                    "not attempted: {function} calls {called}, the book's own version: "
+                    "the exercise asks the student to write it",
+                    function=function,
+                    called=called,
+                ),
             }
     if remote.watched and remote.watch_off:
         flags.append(WATCH_OFF_FLAG)
         if result.get("status") == PASSED and not update:
             update = {
                 "status": ERROR,
-                "message": f"the notebook's code switched off the grader's watch for calls "
-                f"of the book's own code while {function} ran: read its code",
+                "message": msg(
+                    "the notebook's code switched off the grader's watch for calls of the "
+                    "book's own code while {function} ran: read its code",
+                    function=function,
+                ),
             }
     return {**update, "flags": flags}
 
@@ -792,9 +884,14 @@ def _death(client, limit_text: str) -> str:
     if code is not None and code > 128 and code - 128 in signal.Signals._value2member_map_:
         code = -(code - 128)  # bwrap reports a signal as 128 + its number
     if code is not None and code >= 0:
-        return f"exit status {code}"
-    killed = f"killed by {signal.Signals(-code).name}" if code is not None else "no exit status"
-    return f"{killed}; an allocation at {limit_text} can do that"
+        return msg("exit status {code}", code=code)
+    if code is None:
+        return msg("no exit status; an allocation at {limit} can do that", limit=limit_text)
+    return msg(
+        "killed by {signal}; an allocation at {limit} can do that",
+        signal=signal.Signals(-code).name,
+        limit=limit_text,
+    )
 
 
 def worker_main(args: argparse.Namespace) -> int:
@@ -806,6 +903,12 @@ def worker_main(args: argparse.Namespace) -> int:
     """
     import resource
 
+    from grade_i18n import set_language
+
+    # The self-checks' reports in the submission's language (never the environment's:
+    # ATTENTION_BOOK_LANGUAGE of the instructor's shell must not change an English row).
+    language = args.language if args.language in LANGUAGES else "en"
+    set_language(language)
     mb = args.memory_mb * 2 + 1024 if args.sealed else args.memory_mb
     resource.setrlimit(resource.RLIMIT_AS, (mb * 2**20, mb * 2**20))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -824,6 +927,12 @@ def worker_main(args: argparse.Namespace) -> int:
         copies = [[] for _ in items]
     for result, flags in zip(outcome["results"], copies, strict=False):
         result["flags"] = [*result.get("flags", []), *flags]
+    # Messages are written in English (msg) and shown in the submission's language: made
+    # text here, since JSON keeps a message's English only.
+    for result in outcome["results"]:
+        result["message"] = localize(result["message"], language)
+        result["flags"] = [localize(flag, language) for flag in result["flags"]]
+    outcome["events"] = [localize(event, language) for event in outcome["events"]]
     Path(args.result).write_text(json.dumps(outcome))
     return 0
 
@@ -894,6 +1003,7 @@ class Submission:
     shown: str = ""  # the path under the submissions folder, as text (see shown())
     claimed: str = ""  # the student the file's own name gives, when a folder names another
     skipped: bool = False  # a copy Jupyter or the system makes (.ipynb_checkpoints, ...)
+    language: str = "en"  # of the edition it comes from (submission_language): its messages
 
 
 # Made by Jupyter or the operating system, not by a student: listed in the summary only.
@@ -958,12 +1068,15 @@ def _submission(path: Path, root: Path, stems: list[str], titles: dict[str, str]
             problem = f"cannot read the notebook: {_first(str(err)) or type(err).__name__}"
     submission = Submission(path, student_name(path, root, chapter), chapter, problem)
     submission.shown = shown(str(relative))
+    if nb is not None:
+        submission.language = submission_language(nb)
     if len(relative.parts) > 1:
         submission.claimed = named_by_file(path.name, chapter)
     if nb is not None and chapter is None:
-        submission.problem = (
+        submission.problem = msg(
             "cannot tell which chapter this is: name the file after the chapter, "
-            f"e.g. alice_{stems[0]}.ipynb"
+            "e.g. alice_{stem}.ipynb",
+            stem=stems[0],
         )
     return submission
 
@@ -1022,9 +1135,10 @@ def grade_submission(submission: Submission, root: Path, chapters, limits, seale
     try:
         return _grade_submission(submission, root, chapters, limits, sealed)
     except Exception as err:
+        failed = msg("the grader failed on this notebook: {why}", why=_why(err))
         submission.rows = [
             {**_base(submission, sealed), "exercise": NOTEBOOK_ROW, "check": "", "function": ""}
-            | {"status": ERROR, "message": f"the grader failed on this notebook: {_why(err)}"}
+            | {"status": ERROR, "message": localize(failed, submission.language)}
         ]
         return submission
 
@@ -1047,7 +1161,7 @@ def _grade_submission(submission: Submission, root: Path, chapters, limits, seal
         exercise = NOTEBOOK_ROW if submission.notebook else FILE_ROW
         submission.rows = [
             {**base, "exercise": exercise, "check": "", "function": "", "status": ERROR}
-            | {"message": submission.problem}
+            | {"message": localize(submission.problem, submission.language)}
         ]
         return submission
     items = graded_items(chapters[submission.chapter])
@@ -1073,6 +1187,8 @@ def _grade_submission(submission: Submission, root: Path, chapters, limits, seal
             "--memory-mb",
             str(memory_mb),
             *(["--sealed"] if sealed else []),
+            "--language",
+            submission.language,
         ]
         # Enough for every cell, every check and two interrupts each, plus kernel start-up.
         backstop = total_timeout + (len(items) + 2) * 2 * cell_timeout + 60
@@ -1090,19 +1206,29 @@ def _grade_submission(submission: Submission, root: Path, chapters, limits, seal
         except subprocess.TimeoutExpired:
             _kill_tree(proc.pid)
             proc.communicate()
-            failure = f"grading this notebook took more than {backstop:g} s and was stopped"
+            failure = msg(
+                "grading this notebook took more than {seconds:g} s and was stopped",
+                seconds=backstop,
+            )
         if sealed and failure:
             _remove_leftover_cgroups(proc.pid)
         outcome = json.loads(result.read_text()) if not failure else None
     submission.seconds = time.monotonic() - start
     if outcome is None:
         last = [line for line in failure.strip().splitlines() if line.strip()][-1:]
-        message = f"the grader failed on this notebook: {last[0] if last else 'no output'}"
+        if isinstance(failure, Msg):  # the backstop: the whole reason is the grader's
+            last = [failure]
+        message = msg(
+            "the grader failed on this notebook: {why}",
+            why=last[0] if last else msg("no output"),
+        )
+        language = submission.language
         outcome = {
-            "events": [message],
+            "events": [localize(message, language)],
             "results": [
                 {"label": label, "check": check, "function": function, "status": ERROR}
-                | {"message": f"not graded: {message}", "memory": False}
+                | {"message": localize(msg("not graded: {why}", why=message), language)}
+                | {"memory": False}
                 for label, check, function in items
             ],
         }
@@ -1111,7 +1237,9 @@ def _grade_submission(submission: Submission, root: Path, chapters, limits, seal
         | {"status": r["status"], "message": r["message"]}
         | {
             "flags": _join_flags(
-                base["flags"], MEMORY_FLAG if r.get("memory") else "", *r.get("flags", [])
+                base["flags"],
+                localize(MEMORY_FLAG, submission.language) if r.get("memory") else "",
+                *r.get("flags", []),
             )
         }
         for r in outcome["results"]
@@ -1121,7 +1249,10 @@ def _grade_submission(submission: Submission, root: Path, chapters, limits, seal
         [
             {**base, **row}
             for row in hand_rows(
-                submission.chapter, chapters[submission.chapter], read_notebook(submission.path)
+                submission.chapter,
+                chapters[submission.chapter],
+                read_notebook(submission.path),
+                submission.language,
             )
         ],
         chapters[submission.chapter],
@@ -1200,7 +1331,7 @@ def flag_duplicates(submissions: list[Submission]) -> list[list[Submission]]:
     for group in duplicates:
         for s in group:
             others = ", ".join(_file(o) for o in group if o is not s)
-            flag = f"{DUPLICATE_FLAG} (also {others})"
+            flag = localize(msg("duplicate (also {others})", others=others), s.language)
             for row in s.rows:
                 row["flags"] = _join_flags(row["flags"], flag)
     return duplicates
@@ -1222,7 +1353,8 @@ def flag_other_names(submissions: list[Submission]) -> list[Submission]:
         if s.claimed in students or lms_student(s.path.name):
             flagged.append(s)
             for row in s.rows:
-                row["flags"] = _join_flags(row["flags"], f"{OTHER_NAME_FLAG} {s.claimed}")
+                named = msg("the file's name names {student}", student=s.claimed)
+                row["flags"] = _join_flags(row["flags"], localize(named, s.language))
     return flagged
 
 
@@ -1353,6 +1485,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chapter", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("--sealed", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--language", default="en", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(args)

@@ -53,6 +53,8 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from grade_i18n import msg
+
 K = 8  # tokens per run: about one short statement
 THRESHOLD = 0.7  # the share of the helper's runs found in the submission
 MIN_RUNS = 60  # of a helper that has at least this many runs (about eight lines)
@@ -148,7 +150,12 @@ class Match:
     found: int  # how many of them
 
     def flag(self) -> str:
-        return f"near-copy of {self.helper}: {self.function} has {self.share:.0%} of its code"
+        return msg(
+            "near-copy of {helper}: {function} has {share:.0%} of its code",
+            helper=self.helper,
+            function=self.function,
+            share=self.share,
+        )
 
 
 def _definition(dotted: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

@@ -48,6 +48,7 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
+from grade_i18n import msg
 
 MIME = "application/vnd.attention-book.grade+json"
 MAX_NODES = 20_000  # values in one message
@@ -138,15 +139,17 @@ def parse_npy(data: bytes) -> np.ndarray:
         elif version == (2, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
         else:
-            raise BadMessage(f"unsupported .npy version {version}")
+            raise BadMessage(msg("unsupported .npy version {version}", version=version))
     except ValueError as err:
-        raise BadMessage(f"not a .npy array: {err}") from None
+        raise BadMessage(msg("not a .npy array: {why}", why=str(err))) from None
     if dtype.hasobject or dtype.kind not in ALLOWED_KINDS or dtype.fields is not None:
-        raise BadMessage(f"an array of dtype {dtype} (only numbers, booleans, strings)")
+        raise BadMessage(
+            msg("an array of dtype {dtype} (only numbers, booleans, strings)", dtype=str(dtype))
+        )
     count = math.prod(shape)
     offset = f.tell()
     if count * dtype.itemsize != len(data) - offset:
-        raise BadMessage("a .npy array whose header does not match its length")
+        raise BadMessage(msg("a .npy array whose header does not match its length"))
     flat = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
     return flat.reshape(shape, order="F" if fortran else "C").copy()
 
@@ -169,9 +172,9 @@ def decode(node: object, budget: _Budget | None = None, depth: int = 0) -> objec
     budget = budget or _Budget()
     budget.nodes -= 1
     if budget.nodes < 0 or depth > MAX_DEPTH:
-        raise BadMessage("too many or too deeply nested values")
+        raise BadMessage(msg("too many or too deeply nested values"))
     if not isinstance(node, dict) or not isinstance(node.get("t"), str):
-        raise BadMessage("a value without a type")
+        raise BadMessage(msg("a value without a type"))
     kind = node["t"]
     v = node.get("v")
     if kind == "none":
@@ -184,7 +187,7 @@ def decode(node: object, budget: _Budget | None = None, depth: int = 0) -> objec
         try:
             return float(v)
         except ValueError:
-            raise BadMessage(f"not a float: {v[:40]!r}") from None
+            raise BadMessage(msg("not a float: {value!r}", value=v[:40])) from None
     if kind == "str" and isinstance(v, str) and len(v) <= MAX_TEXT:
         return v
     if kind in ("array", "scalar", "other"):
@@ -192,11 +195,11 @@ def decode(node: object, budget: _Budget | None = None, depth: int = 0) -> objec
         if "npy" in node:
             text = node["npy"]
             if not isinstance(text, str) or len(text) * 3 // 4 > budget.array_bytes:
-                raise BadMessage("arrays larger than the limit")
+                raise BadMessage(msg("arrays larger than the limit"))
             try:
                 data = base64.b64decode(text, validate=True)
             except ValueError:
-                raise BadMessage("an array that is not base64") from None
+                raise BadMessage(msg("an array that is not base64")) from None
             budget.array_bytes -= len(data)
             array = parse_npy(data)
         if kind == "array" and array is not None:
@@ -207,7 +210,7 @@ def decode(node: object, budget: _Budget | None = None, depth: int = 0) -> objec
             name = node.get("type")
             if isinstance(name, str) and _IDENTIFIER.fullmatch(name):
                 return _opaque(name, array)
-        raise BadMessage(f"a malformed {kind}")
+        raise BadMessage(msg("a malformed {kind}", kind=kind))
     if kind in ("tuple", "list") and isinstance(node.get("items"), list):
         items = [decode(x, budget, depth + 1) for x in node["items"]]
         return tuple(items) if kind == "tuple" else items
@@ -215,18 +218,18 @@ def decode(node: object, budget: _Budget | None = None, depth: int = 0) -> objec
         out = {}
         for pair in node["items"]:
             if not (isinstance(pair, list) and len(pair) == 2):
-                raise BadMessage("a malformed dict")
+                raise BadMessage(msg("a malformed dict"))
             key = decode(pair[0], budget, depth + 1)
             if not isinstance(key, (str, int, float, bool, type(None))):
-                raise BadMessage("a dict key that is not a str or a number")
+                raise BadMessage(msg("a dict key that is not a str or a number"))
             out[key] = decode(pair[1], budget, depth + 1)
         return out
-    raise BadMessage(f"an unknown or malformed value of type {kind[:20]!r}")
+    raise BadMessage(msg("an unknown or malformed value of type {kind!r}", kind=kind[:20]))
 
 
 def _text(value: object, what: str) -> str:
     if not isinstance(value, str):
-        raise BadMessage(f"{what} is not a string")
+        raise BadMessage(msg("{what} is not a string", what=what))
     return value[:MAX_TEXT]
 
 
@@ -571,21 +574,27 @@ class Remote:
         answer = next((a for a in mine if not a.get("stub")), None)
         if answer is None:
             raise GradingAborted(
-                "the notebook's kernel sent back no answer (its code may have replaced what "
-                "the grader runs there)"
+                msg(
+                    "the notebook's kernel sent back no answer (its code may have replaced "
+                    "what the grader runs there)"
+                )
             )
         if len(mine) > 1:  # the grader's cell answers once: the rest is the notebook's
             raise GradingAborted(
-                f"{len(mine)} answers came back to one request for {request['name']}: code "
-                "of the notebook (an IPython hook, say) answers the grader's requests itself, "
-                "so none can be trusted; read the notebook's code"
+                msg(
+                    "{count} answers came back to one request for {name}: code of the notebook "
+                    "(an IPython hook, say) answers the grader's requests itself, so none can "
+                    "be trusted; read the notebook's code",
+                    count=len(mine),
+                    name=request["name"],
+                )
             )
         return answer
 
     def probe(self, name: str, timeout: float) -> dict:
         answer = self.ask({"probe": True, "name": name}, timeout)
         if not isinstance(answer.get("defined"), bool):
-            raise GradingAborted("the notebook's kernel sent back a malformed answer")
+            raise GradingAborted(msg("the notebook's kernel sent back a malformed answer"))
         return answer
 
 
@@ -611,15 +620,21 @@ class RemoteFunction:
         }
         timeout = min(self._timeout, remote.deadline - _now())
         if timeout <= 0:
-            raise GradingAborted(f"time limit: {self._name} did not return within the limit")
+            raise GradingAborted(
+                msg("time limit: {function} did not return within the limit", function=self._name)
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             answer = remote.ask(request, timeout)
             try:
                 outcome = self._parse(answer, args, kwargs)
             except BadMessage as err:
+                why = err.args[0] if err.args else str(err)
                 raise GradingAborted(
-                    f"the notebook's kernel sent back something that is not an answer: {err}"
+                    msg(
+                        "the notebook's kernel sent back something that is not an answer: {why}",
+                        why=why,
+                    )
                 ) from None
         raised, value, warned, peak = outcome
         for message in warned:
@@ -635,40 +650,45 @@ class RemoteFunction:
     def _parse(self, answer: dict, args: tuple, kwargs: dict):
         warned = answer.get("warnings", [])
         if not isinstance(warned, list) or len(warned) > 20:
-            raise BadMessage("malformed warnings")
-        warned = [_text(w, "a warning") for w in warned]
+            raise BadMessage(msg("malformed warnings"))
+        warned = [_text(w, msg("a warning")) for w in warned]
         peak = answer.get("peak")
         if peak is not None and not (isinstance(peak, int) and 0 <= peak < 2**40):
-            raise BadMessage("a malformed peak")
+            raise BadMessage(msg("a malformed peak"))
         changed = answer.get("changed", [])
         if not isinstance(changed, list):
-            raise BadMessage("malformed changes")
+            raise BadMessage(msg("malformed changes"))
         budget = _Budget()
         for item in changed:
             if not (isinstance(item, list) and len(item) == 2):
-                raise BadMessage("a malformed change")
+                raise BadMessage(msg("a malformed change"))
             path, value = decode(item[0], budget), decode(item[1], budget)
             if not isinstance(path, list):
-                raise BadMessage("a malformed change")
+                raise BadMessage(msg("a malformed change"))
             _apply_change([args, kwargs], path, value)
         raised_info = answer.get("raised")
         if raised_info is not None:
             if not (isinstance(raised_info, list) and len(raised_info) == 3):
-                raise BadMessage("a malformed exception")
+                raise BadMessage(msg("a malformed exception"))
             name, message, base = raised_info
-            name = _text(name, "an exception's name")
+            name = _text(name, msg("an exception's name"))
             if not _IDENTIFIER.fullmatch(name):
-                raise BadMessage("an exception name that is not an identifier")
-            message = _text(message, "an exception's message")
+                raise BadMessage(msg("an exception name that is not an identifier"))
+            message = _text(message, msg("an exception's message"))
             if base is True:  # KeyboardInterrupt, SystemExit: the grader's limits are not
                 # (a time limit is known from the grader's own clock, before any answer)
                 raise SubmissionStopped(
-                    f"{self._name} raised {name}, which stops a self-check (its message, "
-                    f"written by the submission: {message[:200]!r})"
+                    msg(
+                        "{function} raised {name}, which stops a self-check (its message, "
+                        "written by the submission: {message!r})",
+                        function=self._name,
+                        name=name,
+                        message=message[:200],
+                    )
                 )
             return make_exception(name, message), None, warned, peak
         if "result" not in answer:
-            raise BadMessage("no result")
+            raise BadMessage(msg("no result"))
         return None, decode(answer["result"], budget), warned, peak
 
 

@@ -17,6 +17,11 @@ root), and writes ``results/results.json``: one test per part of every exercise 
 score, max_score, status, output, visibility) and the total score. Parts marked by hand
 (written answers, functions no check grades) are tests worth 0 points whose output says
 whether an answer was found: give their points in Gradescope's manual grading.
+
+One zip grades both editions of the chapter: a notebook of the Korean edition (its metadata,
+as scripts/grade.py reads it) gets every test's name and output, and the overall output, in
+Korean; the zip carries the Korean student notebook too, whose starting cells the grader
+recognises as not attempted.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from grade_i18n import localize, msg  # noqa: E402
 
 SETUP_SH = """#!/usr/bin/env bash
 # Run once by Gradescope, as root, when it builds the autograder's image.
@@ -58,6 +65,7 @@ exec "$PYTHON" "$ROOT/source/scripts/gradescope.py" run --root "$ROOT"
 """
 SOURCES = (
     "scripts/grade.py",
+    "scripts/grade_i18n.py",
     "scripts/grade_sandbox.py",
     "scripts/grade_wire.py",
     "scripts/grade_seccomp.py",
@@ -86,36 +94,63 @@ def build(chapter: str, out: Path) -> Path:
         for name in SOURCES:
             z.write(ROOT / name, name)
         z.write(student, f"editions/student/{chapter}.ipynb")
+        korean = ROOT / "editions" / "ko" / "student" / f"{chapter}.ipynb"
+        if korean.exists():  # its starting cells are not attempted either
+            z.write(korean, f"editions/ko/student/{chapter}.ipynb")
         for path in sorted((ROOT / "helpers").rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 z.write(path, str(path.relative_to(ROOT)))
     return out
 
 
-def results_json(rows: list[dict], chapter: str, seconds: float, problem: str = "") -> dict:
-    """Gradescope's results.json from the grader's rows of one submission."""
+# The status words of the grader's CSV as a student reads them in a test's output.
+STATUS_WORDS = {
+    "passed": msg("passed"),
+    "failed": msg("failed"),
+    "not attempted": msg("not attempted"),
+    "error": msg("error"),
+}
+
+
+def results_json(
+    rows: list[dict], chapter: str, seconds: float, problem: str = "", language: str = "en"
+) -> dict:
+    """Gradescope's results.json from the grader's rows of one submission, its words in
+    ``language`` (the rows' messages are already in it)."""
     import grade
 
+    def say(text: str) -> str:
+        return localize(text, language)
+
     numbers = grade.student_edition_exercises(chapter)
-    tests, notes = [], [problem] if problem else []
+    tests, notes = [], [say(problem)] if problem else []
     for row in rows:
         if row["exercise"] in (grade.NOTEBOOK_ROW, grade.FILE_ROW):
             notes.append(row["message"])
             continue
         number = numbers.get(row["exercise"], {}).get("number", row["exercise"])
-        what = row["function"] or "written answer"
-        check = f", {row['check']}" if row["check"] else ""
+        what = row["function"] or msg("written answer")
         most = float(row["max_points"] or 0)
+        text = row["message"]
         if not row["check"]:  # read by hand: Gradescope's manual grading gives its points
-            worth = f"{most:g} point" + ("" if most == 1 else "s")
-            output = f"Marked by hand ({worth}): {row['message']}"
+            output = say(
+                msg("Marked by hand ({points:g} point): {message}", points=most, message=text)
+                if most == 1
+                else msg("Marked by hand ({points:g} points): {message}", points=most, message=text)
+            )
             score, most = 0.0, 0.0
         else:
-            output = f"{row['status']}: {row['message']}" if row["message"] else row["status"]
+            word = say(STATUS_WORDS.get(row["status"], row["status"]))
+            output = f"{word}: {row['message']}" if row["message"] else word
             score = float(row["points"] or 0)
+        name = (
+            msg("Exercise {number}: {what}, {check}", number=number, what=what, check=row["check"])
+            if row["check"]
+            else msg("Exercise {number}: {what}", number=number, what=what)
+        )
         tests.append(
             {
-                "name": f"Exercise {number}: {what}{check}",
+                "name": say(name),
                 "score": score,
                 "max_score": most,
                 "status": "passed" if row["status"] == grade.PASSED else "failed",
@@ -126,7 +161,9 @@ def results_json(rows: list[dict], chapter: str, seconds: float, problem: str = 
     return {
         "score": sum(t["score"] for t in tests),
         "execution_time": round(seconds),
-        "output": "\n".join(notes) if notes else f"Graded with the self-checks of {chapter}.",
+        "output": "\n".join(notes)
+        if notes
+        else say(msg("Graded with the self-checks of {chapter}.", chapter=chapter)),
         "visibility": VISIBILITY,
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -142,11 +179,19 @@ def run(root: Path) -> int:
     notebooks = sorted((root / "submission").rglob("*.ipynb"))
     rows: list[dict] = []
     problem = ""
+    language = "en"  # of the graded notebook's edition (nothing submitted: English)
     if not notebooks:
         problem = "No notebook (.ipynb) was submitted: submit the chapter's notebook."
     else:
+        import grade
+
+        language = grade.submission_language(grade.read_notebook(notebooks[0]))
         if len(notebooks) > 1:
-            problem = f"{len(notebooks)} notebooks were submitted; graded {notebooks[0].name}."
+            problem = msg(
+                "{count} notebooks were submitted; graded {name}.",
+                count=len(notebooks),
+                name=notebooks[0].name,
+            )
         with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
             folder = Path(tmp) / "submission"
             folder.mkdir()
@@ -167,10 +212,11 @@ def run(root: Path) -> int:
                     rows = list(csv.DictReader(f))
             else:
                 lines = [x for x in done.stderr.splitlines() if x.strip()]
-                problem = "The autograder could not grade this notebook: " + (
-                    lines[-1] if lines else f"exit status {done.returncode}"
+                problem = msg(
+                    "The autograder could not grade this notebook: {why}",
+                    why=lines[-1] if lines else msg("exit status {code}", code=done.returncode),
                 )
-    report = results_json(rows, chapter, time.monotonic() - start, problem)
+    report = results_json(rows, chapter, time.monotonic() - start, problem, language)
     (results / "results.json").write_text(json.dumps(report, indent=1))
     return 0
 

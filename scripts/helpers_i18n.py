@@ -14,6 +14,11 @@ when shown (``helpers/i18n.py``). What counts as a message, read from the code (
 
 ``helpers/checks/shortcuts.py`` is left out: its messages are for the book's developers.
 
+The grader's messages (``scripts/grade.py`` and the scripts it uses, GRADER: what a student
+or an instructor reads about a submission, in the language of the submission's edition)
+are in the same catalogue: only their ``msg(...)`` templates are read there (the rest of
+those scripts' strings are code, not messages).
+
 The words of figures (``helpers/locales/figures.pot``, ``figures.ko.po``; drawn translated
 by ``helpers/figures.py``) are read from the code cells of ``notebooks/*.ipynb`` and from
 ``helpers/*.py``: the texts given to matplotlib as titles, axis labels, legend entries,
@@ -34,6 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "helpers" / "checks"
 SKIPPED = {"shortcuts.py"}
+GRADER = tuple(
+    ROOT / "scripts" / name
+    for name in ("grade.py", "grade_wire.py", "grade_copies.py", "gradescope.py")
+)
 LOCALES = ROOT / "helpers" / "locales"
 TEMPLATE = LOCALES / "messages.pot"
 LANGUAGES = ("ko",)
@@ -62,8 +71,9 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
-def messages_of(path: Path) -> list[tuple[str, int]]:
-    """The messages of one module, in the order they appear: (text, line)."""
+def messages_of(path: Path, templates_only: bool = False) -> list[tuple[str, int]]:
+    """The messages of one module, in the order they appear: (text, line); with
+    ``templates_only``, only the templates of its ``msg(...)`` calls."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped = _docstrings(tree)
     templates = set()
@@ -82,18 +92,18 @@ def messages_of(path: Path) -> list[tuple[str, int]]:
         if id(node) in skipped:
             continue
         text = node.value
-        if id(node) in templates or (" " in text and _PROSE.search(text)):
+        if id(node) in templates or (not templates_only and " " in text and _PROSE.search(text)):
             found.append((text, node.lineno))
     return sorted(found, key=lambda item: item[1])
 
 
 def extract() -> dict[str, list[str]]:
-    """Every message of helpers.checks -> the files it is in, first seen first."""
+    """Every message of helpers.checks and of the grader (GRADER) -> the files it is in,
+    first seen first."""
     entries: dict[str, list[str]] = {}
-    for path in sorted(SOURCES.glob("*.py")):  # the code, wherever the catalogue is
-        if path.name in SKIPPED:
-            continue
-        for text, _ in messages_of(path):  # where: the file (a line number would go stale)
+    sources = [(p, False) for p in sorted(SOURCES.glob("*.py")) if p.name not in SKIPPED]
+    for path, templates_only in [*sources, *((p, True) for p in GRADER)]:
+        for text, _ in messages_of(path, templates_only):  # where: the file, not a line
             where = entries.setdefault(text, [])
             if path.relative_to(ROOT).as_posix() not in where:
                 where.append(path.relative_to(ROOT).as_posix())
