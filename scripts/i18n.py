@@ -184,6 +184,8 @@ def update() -> None:
         for po in catalogues(language).rglob("*.po"):
             if po.parent == catalogues(language) and po.stem in UI:
                 continue
+            if po.is_relative_to(catalogues(language) / "code"):
+                continue  # the chapters' code: scripts/code_i18n.py's
             catalogue = polib.pofile(str(po), wrapwidth=0)
             for entry in catalogue:
                 if not entry.msgstr and nothing_to_translate(entry.msgid):

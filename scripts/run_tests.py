@@ -10,9 +10,10 @@ published, in _build/pages), browser (the built site, every edition), pdf (the t
 editions printed to _build/pdf and checked against the site), colab (chapter 1's Colab
 and student notebooks on Colab's versions, in English and Korean); and, not in
 `make test`, checks (the self-checks' tests, the exercises and the editions' staleness
-tests: the quick loop after a change to helpers/checks) and portable (strict nbval with the random draws perturbed,
-the weekly workflow's check that no output hangs on round-off). Notebooks named after the
-steps narrow nbval and portable to them (`make nbval NB=notebooks/01_softmax.ipynb`).
+tests: the quick loop after a change to helpers/checks) and portable (strict nbval with
+the random draws perturbed, the weekly workflow's check that no output hangs on
+round-off). Notebooks named after the steps narrow nbval and portable to them (`make
+nbval NB=notebooks/01_softmax.ipynb`).
 Every step runs even when an earlier one failed (so one run reports everything); the
 exit status is non-zero if any failed. Each step's time is printed, and a summary at the
 end. The steps that use pytest spread their tests over both cores (pytest-xdist).
