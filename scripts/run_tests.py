@@ -267,7 +267,7 @@ def pdf() -> bool:
     one edition per core; each PDF is also put beside its edition in _build/pages), then
     tests/pdf reads them back and compares them with the site."""
     ok = sh(sys.executable, ROOT / "scripts" / "pdf.py")
-    return sh(*PYTEST, "tests/pdf", "-o", "addopts=", "-n", "2") and ok
+    return sh(*PYTEST, "tests/pdf", "-o", "addopts=", "-n", "2", "--dist", "loadgroup") and ok
 
 
 def colab() -> bool:
