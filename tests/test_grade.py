@@ -18,7 +18,7 @@ import nbformat
 import pytest
 import yaml
 
-from tests.conftest import ROOT, sample
+from tests.conftest import ROOT, once_per_session, sample
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import grade
@@ -178,12 +178,13 @@ def chapter_one(*extra: str, **replaced: str) -> nbformat.NotebookNode:
 # Long enough for a sealed kernel to import helpers on a loaded machine (the first cell;
 # 10 s was not at a load of 18 on two cores, where importing helpers took 6.5 s alone).
 CELL_TIMEOUT = "20"
+# The limits of the chapter-1 class graded once for the session (tests/test_grade_class.py:
+# these six students, the instructors' class and the chapter's reference solutions).
+CLASS_LIMITS = ("--cell-timeout", CELL_TIMEOUT, "--memory-mb", "2048", "--total-timeout", "600")
 
 
-def grade_a_class(tmp_path: Path) -> tuple[dict[str, list[dict]], str]:
-    """Grade six chapter-1 submissions in one run; return each student's rows and the summary."""
-    folder = tmp_path / "class"
-    folder.mkdir()
+def write_a_class(folder: Path) -> list[str]:
+    """Write six chapter-1 submissions into ``folder``; return their students' names."""
     submissions = {
         "alice_01_softmax.ipynb": chapter_one(),
         "bob_01_softmax.ipynb": chapter_one(my_softmax=WRONG_SOFTMAX, my_entropy=LOOPING_ENTROPY),
@@ -197,21 +198,25 @@ def grade_a_class(tmp_path: Path) -> tuple[dict[str, list[dict]], str]:
     for name, nb in submissions.items():
         (folder / name).parent.mkdir(exist_ok=True)
         nbformat.write(nb, folder / name)
-    rows, printed = run_grade(
-        folder,
-        "--cell-timeout",
-        CELL_TIMEOUT,
-        "--memory-mb",
-        "2048",
-        "--jobs",
-        "2",
-        "--total-timeout",
-        "120",
-    )
+    return ["alice", "bob", "carol", "dave", "erin", "frank_homework"]
+
+
+def chapter_one_class(tmp_path_factory) -> dict:
+    """The chapter-1 class graded once for the session, in one run of the command
+    (tests/test_grade_class.py's shared_class): rows, printed summary, students."""
+    from tests.test_grade_class import shared_class  # (that module imports this one)
+
+    return shared_class(tmp_path_factory)
+
+
+def grade_a_class(tmp_path_factory) -> tuple[dict[str, list[dict]], str, list[str]]:
+    """Each student's rows of the shared chapter-1 class, what the command printed, and
+    every student the class has (these six among them)."""
+    done = chapter_one_class(tmp_path_factory)
     by_student: dict[str, list[dict]] = {}
-    for row in rows:
+    for row in done["rows"]:
         by_student.setdefault(row["student"], []).append(row)
-    return by_student, printed
+    return by_student, done["printed"], done["students"]
 
 
 def graded_rows(rows: list[dict]) -> dict[str, dict]:
@@ -224,8 +229,10 @@ def notebook_rows(rows: list[dict]) -> list[dict]:
 
 
 def check_every_student_is_named_and_gets_a_row_per_self_check(class_results):
-    by_student, _ = class_results
-    assert sorted(by_student) == ["alice", "bob", "carol", "dave", "erin", "frank_homework"]
+    by_student, _, students = class_results
+    # every student of the shared class named as expected (these six among them)
+    assert sorted(by_student) == sorted(students)
+    assert {"alice", "bob", "carol", "dave", "erin", "frank_homework"} <= set(students)
     for student in ("alice", "bob", "carol", "dave", "erin"):
         graded = [r for r in by_student[student] if r["exercise"] != grade.NOTEBOOK_ROW]
         every_exercise_has_a_row("01_softmax", graded)
@@ -233,7 +240,7 @@ def check_every_student_is_named_and_gets_a_row_per_self_check(class_results):
 
 
 def check_a_right_submission_passes_everything(class_results):
-    by_student, _ = class_results
+    by_student, *_ = class_results
     for student in ("alice", "erin"):
         rows = by_student[student]
         assert {r["status"] for r in graded_rows(rows).values()} == {"passed"}, rows
@@ -249,7 +256,7 @@ def check_a_right_submission_passes_everything(class_results):
 
 
 def check_exactly_the_wrong_answer_and_the_infinite_loop_are_reported(class_results):
-    by_student, _ = class_results
+    by_student, *_ = class_results
     rows = by_student["bob"]
     graded = graded_rows(rows)
     wrong = {f: r for f, r in graded.items() if r["status"] != "passed"}
@@ -274,7 +281,7 @@ def check_exactly_the_wrong_answer_and_the_infinite_loop_are_reported(class_resu
 
 
 def check_unbounded_allocation_is_stopped_by_the_memory_limit(class_results):
-    by_student, _ = class_results
+    by_student, *_ = class_results
     rows = by_student["carol"]
     graded = graded_rows(rows)
     assert graded["my_softmax"]["status"] == "error"
@@ -290,7 +297,7 @@ def check_unbounded_allocation_is_stopped_by_the_memory_limit(class_results):
 
 
 def check_a_crashed_kernel_gets_clear_rows_and_the_run_goes_on(class_results):
-    by_student, printed = class_results
+    by_student, printed, _ = class_results
     rows = by_student["dave"]
     assert {r["status"] for r in graded_rows(rows).values()} == {"error"}
     assert notebook_rows(rows)[0]["status"] == "error"
@@ -305,16 +312,16 @@ def check_a_crashed_kernel_gets_clear_rows_and_the_run_goes_on(class_results):
 
 
 def check_a_notebook_of_no_known_chapter_gets_one_clear_row(class_results):
-    by_student, _ = class_results
+    by_student, *_ = class_results
     (row,) = by_student["frank_homework"]
     assert row["exercise"] == grade.NOTEBOOK_ROW and row["status"] == "error"
     assert row["message"].startswith("cannot tell which chapter this is")
 
 
-def test_a_class_of_right_wrong_looping_hogging_and_crashing_notebooks(tmp_path):
-    # One grading run for all of them (each check_* below looks at one aspect), so that
-    # the unit step's two workers do not grade the class twice.
-    results = grade_a_class(tmp_path)
+def test_a_class_of_right_wrong_looping_hogging_and_crashing_notebooks(tmp_path_factory):
+    # One grading run for all of them (each check_* below looks at one aspect), shared
+    # with tests/test_grade_class.py's class and chapter 1's reference solutions.
+    results = grade_a_class(tmp_path_factory)
     check_every_student_is_named_and_gets_a_row_per_self_check(results)
     check_a_right_submission_passes_everything(results)
     check_exactly_the_wrong_answer_and_the_infinite_loop_are_reported(results)
@@ -370,10 +377,12 @@ def test_the_chapter_comes_from_metadata_then_file_name_then_title():
 
 # ---------------------------------------------------------------------------
 # The book's own notebooks: every chapter's reference solutions pass; the starting cells
-# of the student notebooks are not attempted. One chapter per test, so that the unit
-# step's two workers share them. Grading executes the whole chapter, so the student
-# notebooks are graded for two chapters here (the Colab test, tests/colab, runs every
-# student notebook and every self-check on its starting cells).
+# of the student notebooks are not attempted. Grading executes the whole chapter, so the
+# student notebooks are graded for two chapters here (the Colab test, tests/colab, runs
+# every student notebook and every self-check on its starting cells). Each chapter is
+# graded once for the session: chapter 1's in the shared chapter-1 class
+# (tests/test_grade_class.py: its reference solutions, and its student notebook as handed
+# out, the class's blank submission), the others together in one run.
 # ---------------------------------------------------------------------------
 
 REFERENCE_LIMITS = ("--cell-timeout", "600", "--total-timeout", "1800", "--memory-mb", "2048")
@@ -383,25 +392,53 @@ STUDENT_SAMPLE = ("01_softmax", "03_multi_head_attention")
 # tuples and token arrays); `make test-full` (tests/conftest.py's FULL) grades every
 # chapter's. nbval, the student edition's tests and the Colab step run every chapter.
 REFERENCE_SAMPLE = {*STUDENT_SAMPLE, "07_bert_gpt_and_moe"}
+REFERENCE_CHAPTERS = sample(CHAPTERS, REFERENCE_SAMPLE, key=lambda p: p.stem)
+IN_THE_CLASS = "01_softmax"  # graded in the shared chapter-1 class
+
+
+def grade_the_references(tmp: Path) -> list[dict]:
+    """The reference solutions of the sampled chapters but chapter 1 (and their student
+    notebooks, for STUDENT_SAMPLE), graded in one run."""
+    folder = tmp / "submissions"
+    folder.mkdir()
+    for chapter in REFERENCE_CHAPTERS:
+        if chapter.stem == IN_THE_CLASS:
+            continue
+        shutil.copy(chapter, folder / f"reference_{chapter.stem}.ipynb")
+        if chapter.stem in STUDENT_SAMPLE:
+            shutil.copy(STUDENT / chapter.name, folder / f"student_{chapter.stem}.ipynb")
+    rows, _ = run_grade(folder, *REFERENCE_LIMITS, "--jobs", "2")
+    return rows
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """The references graded once for the session (tests/conftest.py: once_per_session)."""
+    return once_per_session(tmp_path_factory, "grade-references", grade_the_references)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "chapter", sample(CHAPTERS, REFERENCE_SAMPLE, key=lambda p: p.stem), ids=lambda p: p.stem
-)
-def test_reference_solutions_pass_and_starting_cells_are_not_attempted(tmp_path, chapter):
+@pytest.mark.parametrize("chapter", REFERENCE_CHAPTERS, ids=lambda p: p.stem)
+def test_reference_solutions_pass_and_starting_cells_are_not_attempted(
+    request, tmp_path_factory, chapter
+):
     stem = chapter.stem
-    folder = tmp_path / "submissions"
-    folder.mkdir()
-    shutil.copy(chapter, folder / f"reference_{stem}.ipynb")
+    if stem == IN_THE_CLASS:
+        # (the class's "blank" student submitted the student notebook as handed out)
+        rows = chapter_one_class(tmp_path_factory)["rows"]
+        names = {"reference": "reference", "student": "blank00"}
+    else:
+        rows = request.getfixturevalue("references")
+        names = {"reference": "reference", "student": "student"}
+    rows = [r for r in rows if r["chapter"] == stem]
     expected = {"reference": "passed"}
     if stem in STUDENT_SAMPLE:
-        shutil.copy(STUDENT / chapter.name, folder / f"student_{stem}.ipynb")
         expected["student"] = "not attempted"
-    rows, _ = run_grade(folder, *REFERENCE_LIMITS)
-    assert {r["student"] for r in rows} == set(expected)
-    for student, status in expected.items():
-        mine = [r for r in rows if r["student"] == student]
+    if stem != IN_THE_CLASS:  # every notebook of this run is one of these
+        assert {r["student"] for r in rows} == set(expected)
+    for who, status in expected.items():
+        mine = [r for r in rows if r["student"] == names[who]]
+        assert mine, f"no rows for the {who} notebook of {stem}"
         assert not notebook_rows(mine), notebook_rows(mine)
         every_exercise_has_a_row(stem, mine)
         assert {r["chapter"] for r in mine} == {stem}
@@ -410,7 +447,7 @@ def test_reference_solutions_pass_and_starting_cells_are_not_attempted(tmp_path,
         # a function no check grades: the reference defines it, the starting cell is a stub
         for row in mine:
             if row["function"] and not row["check"]:
-                assert row["status"] == ("manual" if student == "reference" else status), row
+                assert row["status"] == ("manual" if who == "reference" else status), row
         if status == "not attempted":
             for row in mine:
                 if row["function"]:

@@ -1,11 +1,15 @@
 """A class of generated submissions of chapter 1 (right, wrong, blank, partly written,
-slips: 30 under `make test-full`, 10 in `make test`) taken through the whole path of
+slips: 30 under `make test-full`, 5 in `make test`) taken through the whole path of
 issue 37: `make grade`'s command, its CSV (every part of every exercise, written ones
 included, with points), the marking sheet in a browser (answers rendered, maths typeset
 offline, points entered and saved), the merge of those marks (scripts/gradebook.py), and
 the Canvas and Moodle grade books.
 
-The class is graded once per session (a module fixture) and every test reads it.
+The class is graded once per session (shared_class) in one run of the command, beside
+tests/test_grade.py's six chapter-1 students and the chapter's reference solutions (each
+submission costs a sealed kernel: one run grades them all, and the chapter's student
+notebook, as handed out, is both this class's blank submission and test_grade's graded
+student notebook); every test reads it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -22,7 +28,7 @@ import nbformat
 import pytest
 
 from tests.conftest import FULL, ROOT, once_per_session
-from tests.test_grade import RIGHT, UNSEALED, WRONG_SOFTMAX
+from tests.test_grade import CLASS_LIMITS, RIGHT, UNSEALED, WRONG_SOFTMAX, write_a_class
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import grade
@@ -63,16 +69,18 @@ def my_entropy(p):
 """
 KINDS = (
     # (how many, name, functions written (None: all right), written answers, replaced)
-    (8 if FULL else 2, "right", None, list(ANSWER), {}),
-    (6 if FULL else 2, "wrong", None, list(ANSWER)[:3], {"my_softmax": WRONG_SOFTMAX}),
-    (6 if FULL else 2, "blank", [], [], {}),
-    (6 if FULL else 2, "partly", ["my_softmax_jacobian", "my_softmax"], list(ANSWER)[:2], {}),
-    (4 if FULL else 2, "slip", None, list(ANSWER)[3:], {"my_entropy": SLIP_ENTROPY}),
+    (8 if FULL else 1, "right", None, list(ANSWER), {}),
+    (6 if FULL else 1, "wrong", None, list(ANSWER)[:3], {"my_softmax": WRONG_SOFTMAX}),
+    (6 if FULL else 1, "blank", [], [], {}),
+    (6 if FULL else 1, "partly", ["my_softmax_jacobian", "my_softmax"], list(ANSWER)[:2], {}),
+    (4 if FULL else 1, "slip", None, list(ANSWER)[3:], {"my_entropy": SLIP_ENTROPY}),
 )
-
-# `make test-full` grades a class of 30; `make test` two students of each kind, one
-# writing in the starting cells and one below them (each submission costs a sealed
-# kernel's start, about 7 s of CPU: `make test` keeps to its ten minutes).
+# Students of a kind alternate between writing in the starting cells and in a new cell
+# below them; the first of these kinds writes below. So `make test`'s one student of each
+# kind (each submission costs a sealed kernel's start, about 7 s of CPU) still has every
+# written answer once in its starting cell (right) and once below it (wrong's first
+# three, slip's last three); `make test-full` grades a class of 30.
+FIRST_BELOW = {"wrong", "slip"}
 CLASS_SIZE = sum(count for count, *_ in KINDS)
 
 
@@ -112,7 +120,10 @@ def write_class(folder: Path) -> dict[str, str]:
     kinds = {}
     for count, kind, functions, answers, replaced in KINDS:
         for k in range(count):
-            nb = submission(functions, answers, replaced, below=k % 2 == 1)
+            below = (k % 2 == 1) != (kind in FIRST_BELOW)
+            nb = submission(functions, answers, replaced, below=below)
+            if kind == "blank":  # the chapter's student notebook as handed out, whole
+                nb = nbformat.read(STUDENT, as_version=4)
             name, path = f"{kind}{k:02d}", f"{kind}{k:02d}_{STEM}.ipynb"
             if kind == "wrong":
                 path = f"{name}_{12300 + k}_{45600 + k}_{STEM}.ipynb"
@@ -125,22 +136,32 @@ def write_class(folder: Path) -> dict[str, str]:
     return kinds
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """The class graded once for the session (tests/conftest.py: once_per_session)."""
-    done = once_per_session(tmp_path_factory, "grade-class", grade_the_class)
+def shared_class(tmp_path_factory) -> dict:
+    """The chapter-1 class graded once for the session (tests/conftest.py:
+    once_per_session), this module's class among it; tests/test_grade.py reads it too."""
+    done = once_per_session(tmp_path_factory, "grade-chapter-one", grade_the_class)
     return {**done, "out": Path(done["out"]), "tmp": Path(done["tmp"])}
 
 
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return shared_class(tmp_path_factory)
+
+
 def grade_the_class(tmp: Path) -> dict:
+    """One run of the command on this module's class, tests/test_grade.py's six students
+    (write_a_class) and chapter 1's reference solutions (student "reference")."""
     folder = tmp / "submissions"
     folder.mkdir()
     kinds = write_class(folder)
+    students = [*write_a_class(folder), *kinds, "reference"]
+    shutil.copy(ROOT / "notebooks" / f"{STEM}.ipynb", folder / f"reference_{STEM}.ipynb")
+    notebooks = len(list(folder.rglob("*.ipynb")))
     out = tmp / "results.csv"
     start = time.monotonic()
     command = [sys.executable, str(ROOT / "scripts" / "grade.py"), str(folder), "--out", str(out)]
     done = subprocess.run(
-        [*command, "--jobs", "2", "--cell-timeout", "30", "--memory-mb", "2048", *UNSEALED],
+        [*command, "--jobs", "2", *CLASS_LIMITS, *UNSEALED],
         capture_output=True,
         text=True,
         check=False,
@@ -148,9 +169,17 @@ def grade_the_class(tmp: Path) -> dict:
     )
     seconds = time.monotonic() - start
     assert done.returncode == 0, done.stdout + done.stderr
-    print(f"\n{len(kinds)} submissions graded in {seconds:.0f} s\n{done.stdout}")
+    print(f"\n{notebooks} submissions graded in {seconds:.0f} s\n{done.stdout}")
     rows = gradebook.read_rows(out)
-    return {"rows": rows, "kinds": kinds, "out": str(out), "printed": done.stdout, "tmp": str(tmp)}
+    return {
+        "rows": rows,
+        "kinds": kinds,
+        "students": students,
+        "notebooks": notebooks,
+        "out": str(out),
+        "printed": done.stdout,
+        "tmp": str(tmp),
+    }
 
 
 def mine(graded, student):
@@ -229,9 +258,10 @@ def test_the_checks_and_the_points(graded):
 
 def test_progress_is_shown_while_the_class_is_graded(graded):
     lines = [x for x in graded["printed"].splitlines() if x.strip().startswith("[")]
-    assert len(lines) == CLASS_SIZE
-    assert lines[0].strip().startswith(f"[1/{CLASS_SIZE}, about ") and " left]" in lines[0]
-    assert lines[-1].strip().startswith(f"[{CLASS_SIZE}/{CLASS_SIZE}]")
+    total = graded["notebooks"]  # (the whole shared run's: this class is part of it)
+    assert len(lines) == total
+    assert lines[0].strip().startswith(f"[1/{total}, about ") and " left]" in lines[0]
+    assert lines[-1].strip().startswith(f"[{total}/{total}]")
 
 
 def sheet(graded) -> Path:
@@ -244,7 +274,8 @@ def test_the_marking_sheet_shows_the_solution_then_every_answer(graded):
     # every answered written part of every student, once
     answered = [r for r in graded["rows"] if r["status"] == "manual"]
     assert text.count('<article class="answer"') == len(answered)
-    assert "Not attempted (0 points): blank00" in text
+    listed = re.findall(r"Not attempted \(0 points\): ([^<]*)<", text)
+    assert listed and all("blank00" in names.split(", ") for names in listed)
     assert (sheet(graded).parent / "mathjax" / "tex-chtml.js").exists()
 
 
@@ -285,16 +316,17 @@ def test_marks_entered_in_the_browser_are_merged_and_exported(graded, browser, t
     assert canvas[0][:5] == list(gradebook.CANVAS_COLUMNS) and canvas[0][5] == STEM
     assert canvas[1][0] == "Points Possible"
     by_name = {r[0]: r for r in canvas[2:]}
-    assert len(by_name) == CLASS_SIZE
+    chaptered = {s for s in graded["students"] if s != "frank_homework"}  # (no chapter)
+    assert len(by_name) == len(chaptered)  # the whole shared run's
     right = grade.score([r for r in merged if r["student"] == "right00"])[0]
     assert float(by_name["right00"][5]) == right
-    assert by_name["wrong01"][1] == "12301"  # Canvas's user id, from the file's name
+    assert by_name["wrong00"][1] == "12300"  # Canvas's user id, from the file's name
     with (out / f"moodle-{STEM}.csv").open(encoding="utf-8") as f:
         moodle = list(csv.DictReader(f))
-    assert list(moodle[0]) == list(gradebook.MOODLE_COLUMNS) and len(moodle) == CLASS_SIZE
-    slip = next(r for r in moodle if r["Full name"] == "Slip Student1")
-    assert slip["Identifier"] == "Participant 5001"  # Moodle's, from the folder's name
-    assert slip["Grade"] == by_name["Slip Student1"][5]
+    assert list(moodle[0]) == list(gradebook.MOODLE_COLUMNS) and len(moodle) == len(chaptered)
+    slip = next(r for r in moodle if r["Full name"] == "Slip Student0")
+    assert slip["Identifier"] == "Participant 5000"  # Moodle's, from the folder's name
+    assert slip["Grade"] == by_name["Slip Student0"][5]
     assert "my_entropy" in slip["Feedback comments"]
 
 
