@@ -35,6 +35,77 @@ COMMAND = "make edition"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import student_edition  # noqa: E402
 
+# What the English editions are made from (the colab builder reads the whole book; the
+# pins of Sphinx, myst-nb and Jupyter Book are in requirements.txt), and the record of the
+# last generation: each input's and each edition file's SHA-256 (`record_digest`), which
+# `make test` compares with the files as they are (`digest_differences`) instead of
+# building the editions again; the weekly `make test-full` builds them again.
+INPUTS = (
+    "notebooks",
+    "book",
+    "_config.yml",
+    "_toc.yml",
+    "requirements.txt",
+    "scripts/colab_edition.py",
+    "scripts/student_edition.py",
+    "tests/notebook_bootstrap.py",
+)
+DIGEST = ROOT / "editions" / "digest.json"
+
+
+def _tracked(paths: tuple[str, ...], root: Path = ROOT) -> list[str]:
+    """The files git tracks under `paths` (not caches or a build's leftovers)."""
+    listed = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--", *paths],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted(f for f in listed.split("\0") if f and (root / f).is_file())
+
+
+def current_digest(root: Path = ROOT) -> dict[str, dict[str, str]]:
+    """{"inputs": {path: sha256}, "editions": {path: sha256}} of the files as they are."""
+    import hashlib
+
+    def sha(rel: str) -> str:
+        return hashlib.sha256((root / rel).read_bytes()).hexdigest()
+
+    editions = sorted(
+        p.relative_to(root).as_posix()
+        for d in (EDITION, student_edition.EDITION)
+        for p in (root / d.relative_to(ROOT)).glob("*.ipynb")
+    )
+    return {
+        "inputs": {rel: sha(rel) for rel in _tracked(INPUTS, root)},
+        "editions": {rel: sha(rel) for rel in editions},
+    }
+
+
+def record_digest() -> None:
+    import json
+
+    DIGEST.write_text(json.dumps(current_digest(), indent=1, sort_keys=True) + "\n")
+
+
+def digest_differences(root: Path = ROOT) -> list[str]:
+    """What changed since the editions were last generated (`make edition`), one line per
+    file: an input (a chapter, a page, the builder) or an edition file edited by hand."""
+    import json
+
+    digest = root / DIGEST.relative_to(ROOT)
+    if not digest.exists():
+        return [f"{DIGEST.relative_to(ROOT)} is missing"]
+    recorded, now = json.loads(digest.read_text()), current_digest(root)
+    lines = []
+    for part in ("inputs", "editions"):
+        before, after = recorded.get(part, {}), now[part]
+        for rel in sorted(set(before) | set(after)):
+            if before.get(rel) != after.get(rel):
+                what = "new" if rel not in before else "gone" if rel not in after else "changed"
+                lines.append(f"{part[:-1]} {what} since `{COMMAND}`: {rel}")
+    return lines
+
 
 def generate(out: Path, root: Path = ROOT) -> dict[str, bytes]:
     """Build the edition of the book in `root` (the Korean one: scripts/ko_edition.py
@@ -94,6 +165,8 @@ def finish(fresh: dict[str, bytes], colab: Path, student_directory: Path, check:
         return 0
     student_edition.write(fresh, colab)
     student_edition.write(student, student_directory)
+    if colab == EDITION:
+        record_digest()
     return 0
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.conftest import FULL
 from tests.notebook_bootstrap import ROOT, bootstrap_source
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -56,6 +57,48 @@ def test_every_chapter_has_an_edition_and_nothing_else():
     assert sorted(p.name for p in EDITION.glob("*.ipynb")) == [c.name for c in CHAPTERS]
 
 
+def test_the_editions_were_generated_from_the_files_as_they_are():
+    """Both English editions (the Colab edition and the student notebooks made from it)
+    were generated from the chapters, pages, builder and pins as they are now, and not
+    edited since: editions/digest.json, which `make edition` writes, holds each input's and
+    each edition file's SHA-256 (scripts/colab_edition.py INPUTS). The generation itself is
+    compared with the committed files by the next test, under `make test-full` (weekly)."""
+    changed = colab_edition.digest_differences()
+    assert not changed, (
+        "The Colab or student edition (editions/colab/, editions/student/) was not generated "
+        "from the files as they are:\n"
+        + "\n".join(changed[:30])
+        + f"\nRun `{colab_edition.COMMAND}` and commit editions/."
+    )
+
+
+def test_the_digest_names_a_changed_chapter_and_a_hand_edited_edition(tmp_path):
+    """The check above can fail: on a copy of the repository, a chapter changed after the
+    digest was recorded, and an edition file edited by hand, are both named."""
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "checkout", "-q", "HEAD"], check=True)
+    copy_root = tmp_path  # with the working tree's files, as they are
+    tracked = colab_edition._tracked(colab_edition.INPUTS, ROOT)
+    for rel in tracked + [
+        p.relative_to(ROOT).as_posix() for p in (ROOT / "editions").rglob("*") if p.is_file()
+    ]:
+        target = copy_root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((ROOT / rel).read_bytes())
+    assert colab_edition.digest_differences(copy_root) == colab_edition.digest_differences()
+    chapter = copy_root / "notebooks" / "01_softmax.ipynb"
+    chapter.write_text(chapter.read_text().replace("softmax", "softmax ", 1))
+    edition = copy_root / "editions" / "student" / "02_scaled_dot_product_attention.ipynb"
+    edition.write_text(edition.read_text() + "\n")
+    changed = colab_edition.digest_differences(copy_root)
+    assert any("input changed" in c and c.endswith("notebooks/01_softmax.ipynb") for c in changed)
+    assert any(
+        "edition changed" in c and c.endswith("student/02_scaled_dot_product_attention.ipynb")
+        for c in changed
+    ), changed
+
+
+@pytest.mark.skipif(not FULL, reason="the editions built again: make test-full (weekly)")
 def test_the_committed_edition_is_current(tmp_path):
     """Both generated editions: the Colab edition and the student notebooks made from it."""
     fresh = colab_edition.generate(tmp_path)
