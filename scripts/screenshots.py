@@ -2,8 +2,9 @@
 
 The browser tests (`make test`) keep a first-screen screenshot of every page they load,
 in both themes, under _build/screenshots/. This command adds what a review needs and the
-tests do not: each page of both editions whole, at 1366x900 in light mode and on a
-390x844 phone, and its first screen in dark mode, under _build/screenshots/full/EDITION/.
+tests do not: each page of every edition (the book, the student edition, in English and
+in Korean) whole, at 1366x900 in light mode and on a 390x844 phone, and its first screen
+in dark mode, under _build/screenshots/full/EDITION/.
 Build the site first (`make pages`, which `make screenshots` does).
 """
 
@@ -54,23 +55,28 @@ def shoot(browser, site: str, edition: str, doc: str) -> None:
             context.close()
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """python scripts/screenshots.py [EDITION ...] [--page DOC ...]: every edition (book,
+    student, ko, ko_student) and every page by default."""
+    import argparse
+
     from playwright.sync_api import sync_playwright
 
+    editions = {"book": "", "student": "/student", "ko": "/ko", "ko_student": "/ko/student"}
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("editions", nargs="*", choices=list(editions))
+    parser.add_argument("--page", action="append", choices=PAGES, help="only these pages")
+    args = parser.parse_args(argv)
     if not (HTML / "index.html").exists() or not (STUDENT / "index.html").exists():
         print("build the site first: make pages")
         return 2
-    with (
-        serve_directory(HTML) as book,
-        serve_directory(PUBLISHED) as published,
-        sync_playwright() as p,
-    ):
+    with serve_directory(PUBLISHED) as published, sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=chromium_executable(), headless=True, args=CHROMIUM_ARGS
         )
-        for edition, site in (("book", book), ("student", f"{published}/student")):
-            for doc in PAGES:
-                shoot(browser, site, edition, doc)
+        for edition in args.editions or list(editions):
+            for doc in args.page or PAGES:
+                shoot(browser, f"{published}{editions[edition]}", edition, doc)
                 print(f"{edition}: {doc}", flush=True)
         browser.close()
     print(f"Screenshots: {OUT}")
@@ -78,4 +84,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
