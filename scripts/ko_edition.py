@@ -35,8 +35,8 @@ each chapter:
    (`helpers.set_language("ko")`), so that self-checks and figures speak Korean.
 2. The outputs are the Korean notebook's own (`attach_outputs`): a code cell whose Korean
    source is the one the committed Korean Colab edition has under its id keeps that
-   cell's stored outputs (and a glue cell its glued values, which the edition keeps in
-   its metadata, "ko_edition", since the Colab edition shows no glue output); a chapter
+   cell's stored outputs (and a glue cell its glued values, kept beside the edition in
+   editions/ko/glue/NN_topic.json, since the Colab edition shows no glue output); a chapter
    with any other code cell is executed in Korean (`execute`: scripts/execute_notebooks.py's
    executor and settings, ATTENTION_BOOK_LANGUAGE=ko), as every chapter is with
    --execute. So editing text only (`make edition`) executes nothing, and the Korean
@@ -93,8 +93,9 @@ CATALOGUES = ROOT / "locales" / LANGUAGE / "LC_MESSAGES" / "notebooks"
 CODE_CATALOGUES = ROOT / "locales" / LANGUAGE / "LC_MESSAGES" / "code"
 PREVIEW = False  # --catalogues: an untranslated code message reads as its English
 GLUE_PREFIX = "application/papermill.record/"  # myst-nb's glue outputs
-META = "ko_edition"  # the Korean Colab edition's own metadata: the glued values
+META = "ko_edition"  # a Korean notebook's metadata while its outputs are attached
 EDITIONS = ROOT / "editions" / LANGUAGE
+GLUE = EDITIONS / "glue"  # each Korean notebook's glued values: glue/NN_topic.json
 COLAB = EDITIONS / "colab"
 STUDENT = EDITIONS / "student"
 COMMAND = "make edition"
@@ -418,32 +419,45 @@ def is_glue(output: dict) -> bool:
     return bool(data) and all(k.startswith(GLUE_PREFIX) for k in data)
 
 
-def stored_edition(name: str) -> dict | None:
-    """The committed Korean Colab notebook of chapter `name`, or None."""
-    path = COLAB / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-
-def stored_cells(stored: dict | None) -> dict[str, dict]:
-    """{cell id: code cell} of a Korean Colab notebook, each glue cell with its glued values
-    back (the edition keeps them in its metadata, not in the cell)."""
-    if stored is None:
+def stored_cells(name: str) -> dict[str, dict]:
+    """{cell id: code cell} of the committed Korean Colab notebook `name` ({} if none), each
+    glue cell with its glued values back (the Colab edition shows no glue output: they are
+    kept beside it, in editions/ko/glue/NN_topic.json, {cell id: outputs})."""
+    path, glue_path = COLAB / name, GLUE / Path(name).with_suffix(".json").name
+    if not path.exists():
         return {}
-    glue = stored.get("metadata", {}).get(META, {}).get("glue", {})
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    glue = json.loads(glue_path.read_text(encoding="utf-8")) if glue_path.exists() else {}
     cells = {}
     for cell in stored["cells"]:
         if cell["cell_type"] == "code" and cell.get("id"):
-            cell = copy.deepcopy(cell)
-            cell["outputs"] = cell.get("outputs", []) + copy.deepcopy(glue.get(cell["id"], []))
+            cell["outputs"] = cell.get("outputs", []) + glue.get(cell["id"], [])
             cells[cell["id"]] = cell
     return cells
 
 
-def attach_outputs(nb: dict, stored: dict | None) -> list[str]:
+EXECUTED = ROOT / "_build" / "ko-executed"  # each Korean notebook as last executed
+
+
+def executed_before(name: str) -> dict | None:
+    """The Korean notebook `name` as this machine last executed it (a later step that failed,
+    the build say, loses no execution), or None."""
+    path = EXECUTED / name
+    return json.loads(path.read_text(encoding="utf-8")) if name and path.is_file() else None
+
+
+def attach_outputs(nb: dict, cells: dict[str, dict]) -> list[str]:
     """Give every code cell of the Korean notebook `nb` the outputs that the committed Korean
-    Colab notebook `stored` has under its id, where its source is the same; return the ids
-    of the cells that have none (new, or their Korean code changed)."""
-    cells = stored_cells(stored)
+    Colab notebook's cell under its id has (`cells`, `stored_cells`), where its source is
+    the same; return the ids of the cells that have none (new, or their code changed)."""
+    cached = executed_before(nb.get("metadata", {}).get(META, {}).get("name", ""))
+    if cached is not None:
+        ours = {c.get("id"): c for c in nb["cells"] if c["cell_type"] == "code"}
+        theirs = {c.get("id"): c for c in cached["cells"] if c["cell_type"] == "code"}
+        if ours.keys() == theirs.keys() and all(
+            source_of(ours[k]) == source_of(theirs[k]) for k in ours
+        ):  # executed as it is now: those outputs (the whole notebook, or none of it)
+            cells = theirs
     missing = []
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
@@ -457,7 +471,7 @@ def attach_outputs(nb: dict, stored: dict | None) -> list[str]:
     return missing
 
 
-def execute(nb: dict, name: str, stored: dict | None) -> float:
+def execute(nb: dict, name: str, stored: dict[str, dict]) -> float:
     """Execute the Korean notebook `nb` in place as `make execute` executes a chapter
     (scripts/execute_notebooks.py), in Korean; print what changed; return the seconds."""
     import execute_notebooks
@@ -465,15 +479,16 @@ def execute(nb: dict, name: str, stored: dict | None) -> float:
 
     node = nbformat.reads(json.dumps(nb), as_version=4)
     elapsed = execute_notebooks.run(node, {"ATTENTION_BOOK_LANGUAGE": LANGUAGE})
-    if stored is not None:
-        cells = list(stored_cells(stored).values())
-        old = nbformat.reads(json.dumps({**stored, "cells": cells}), as_version=4)
+    if stored:
+        old = nbformat.reads(json.dumps({**nb, "cells": list(stored.values())}), as_version=4)
         kept = execute_notebooks.keep_same_pictures(old, node)
         changes = execute_notebooks.describe_changes(old, node)
     else:
         kept, changes = 0, ["(no Korean edition stored before)"]
     nb.clear()
     nb.update(json.loads(nbformat.writes(node)))  # sources and texts as lists of lines
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    (EXECUTED / name).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
     where = f"{shown(COLAB)}/{name}"
     if kept:
         print(f"{where}: {kept} figure(s) kept as stored (the same picture)")
@@ -491,9 +506,12 @@ def with_korean_outputs(notebooks: dict[str, dict], run: str | set[str]) -> dict
     "all", or a set of file names (those, and the changed ones). {name: seconds executed}."""
     times = {}
     for name, nb in notebooks.items():
-        stored = stored_edition(name)
-        missing = attach_outputs(nb, stored)
+        stored = stored_cells(name)
         wanted = run == "all" or (isinstance(run, set) and name in run)
+        if run != "never" and not wanted:  # may reuse this machine's last execution
+            nb.setdefault("metadata", {})[META] = {"name": name}
+        missing = attach_outputs(nb, stored)
+        nb["metadata"].pop(META, None)
         if missing and run == "never":
             raise TranslationError(
                 f"{name}: {len(missing)} code cell(s) of the Korean notebook have no stored "
@@ -539,7 +557,8 @@ def stage(target: Path, notebooks: dict[str, dict]) -> Path:
 
 
 def generate(out: Path, run: str | set[str] = "never") -> dict[str, bytes]:
-    """Build the Korean Colab edition in `out`; {file name: bytes}. `run`: which chapters
+    """Build the Korean Colab edition in `out`: {file name: bytes} of its notebooks, and
+    {"glue/NN_topic.json": bytes} of their glued values (`glue_of`). `run`: which chapters
     to execute in Korean (`with_korean_outputs`; "never": only the stored outputs)."""
     import colab_edition
 
@@ -547,63 +566,73 @@ def generate(out: Path, run: str | set[str] = "never") -> dict[str, bytes]:
     with_korean_outputs(notebooks, run)
     source = stage(out / "source", notebooks)
     built = colab_edition.generate(out / "build", root=source)
-    return {name: keep_glue(data, notebooks[name]) for name, data in built.items()}
+    glue = {f"glue/{Path(n).stem}.json": glue_of(notebooks[n]) for n in built}
+    return {**built, **glue}
 
 
-def keep_glue(data: bytes, source: dict) -> bytes:
-    """The built Korean Colab notebook with its glued values in its metadata (`META`):
-    the Colab edition shows no glue output, and the Korean book (scripts/book.py) and the
-    tests read them from there."""
-    nb = json.loads(data)
+def glue_of(source: dict) -> bytes:
+    """The glued values of a Korean notebook, {cell id: outputs}: the Colab edition drops a
+    glue cell's outputs (values for the site, which JupyterLab draws as an empty band), and
+    the Korean book (scripts/book.py) and the tests read them from here."""
     glue = {
         cell["id"]: [o for o in cell.get("outputs", []) if is_glue(o)]
         for cell in source["cells"]
         if cell["cell_type"] == "code" and any(is_glue(o) for o in cell.get("outputs", []))
     }
-    nb["metadata"][META] = {"glue": glue}
-    return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
+    return (json.dumps(glue, indent=1, ensure_ascii=False, sort_keys=True) + "\n").encode()
 
 
-def without_glue(data: bytes) -> bytes:
-    """A Korean Colab notebook without its glued values (the student edition's source: a
-    solution's glued values would show its answers)."""
-    nb = json.loads(data)
-    nb["metadata"].pop(META, None)
-    return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
-
-
-def student(fresh: dict[str, bytes]) -> dict[str, bytes]:
-    import student_edition
-
-    return student_edition.generate({n: without_glue(d) for n, d in fresh.items()})
+def _split(fresh: dict[str, bytes]) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    notebooks = {n: d for n, d in fresh.items() if not n.startswith("glue/")}
+    glue = {n.removeprefix("glue/"): d for n, d in fresh.items() if n.startswith("glue/")}
+    return notebooks, glue
 
 
 def stale(fresh: dict[str, bytes]) -> list[str]:
-    """What differs between the committed Korean editions and fresh ones, one line each."""
+    """What differs between the committed Korean editions (and glued values) and fresh
+    ones, one line each."""
     import colab_edition
+    import student_edition
 
-    return colab_edition.differences(fresh, COLAB) + colab_edition.differences(
-        student(fresh), STUDENT
+    notebooks, glue = _split(fresh)
+    committed = {p.name: p.read_bytes() for p in sorted(GLUE.glob("*.json"))}
+    lines = [
+        f"stale: glue/{n}"
+        for n in sorted(set(glue) | set(committed))
+        if glue.get(n) != committed.get(n)
+    ]
+    return (
+        colab_edition.differences(notebooks, COLAB)
+        + colab_edition.differences(student_edition.generate(notebooks), STUDENT)
+        + lines
     )
 
 
 def finish(fresh: dict[str, bytes], check: bool) -> int:
     import student_edition
 
-    if not fresh:
+    notebooks, glue = _split(fresh)
+    if not notebooks:
         raise SystemExit("no chapter notebooks were converted")
-    students = student(fresh)  # before writing: a failure writes nothing
-    where = f"{shown(COLAB)}/ and {shown(STUDENT)}/"
+    students = student_edition.generate(notebooks)  # before writing: a failure writes nothing
+    where = f"{shown(COLAB)}/, {shown(STUDENT)}/ and {shown(GLUE)}/"
     if check:
         diff = stale(fresh)
         if diff:
             print("\n".join(diff))
             print(f"The Korean Colab or student edition is stale: run `{COMMAND}`, commit {where}")
             return 1
-        print(f"{where} are current ({len(fresh)} chapters)")
+        print(f"{where} are current ({len(notebooks)} chapters)")
         return 0
-    student_edition.write(fresh, COLAB)
+    student_edition.write(notebooks, COLAB)
     student_edition.write(students, STUDENT)
+    GLUE.mkdir(parents=True, exist_ok=True)
+    for path in GLUE.glob("*.json"):
+        if path.name not in glue:
+            path.unlink()
+    for name, data in glue.items():
+        if not (GLUE / name).exists() or (GLUE / name).read_bytes() != data:
+            (GLUE / name).write_bytes(data)
     return 0
 
 
