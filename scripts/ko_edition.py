@@ -369,6 +369,9 @@ def translate_notebook(
     first_code["source"] = install_source()
     if code is not None:
         translate_code_cells(nb, code, name)
+    for cell in cells:  # as nbformat writes them, whether or not the notebook is executed
+        if cell["cell_type"] == "code":
+            cell["source"] = source_of(cell).splitlines(keepends=True)
     return nb
 
 
