@@ -93,7 +93,7 @@ screenshots: pages $(BIN)/.test-installed  ## whole-page screenshots of every pa
 # then regenerate the Colab and student editions (editions/colab/, editions/student/), then
 # the Korean ones (editions/ko/colab/, editions/ko/student/, scripts/ko_edition.py), whose
 # notebooks are executed in Korean too (the same chapters) and store their own outputs.
-execute: $(BIN)/.book-installed  ## re-execute chapters in English, then in Korean (NB=notebooks/NN_x.ipynb for one), and regenerate editions/
+execute: $(BIN)/.book-installed $(BIN)/.lint-installed  ## re-execute chapters in English, then in Korean (NB=notebooks/NN_x.ipynb for one), and regenerate editions/
 	$(PY) scripts/execute_notebooks.py $(NB)
 	$(PY) scripts/colab_edition.py --only en
 	$(PY) scripts/ko_edition.py --execute $(NB)
@@ -103,7 +103,7 @@ execute: $(BIN)/.book-installed  ## re-execute chapters in English, then in Kore
 # (locales/ko/LC_MESSAGES/notebooks/ and code/; a message left untranslated stops it): about a
 # minute each. The Korean notebooks keep their stored outputs; a chapter whose Korean code
 # changed is executed in Korean (scripts/ko_edition.py), the others are not.
-edition: $(BIN)/.book-installed  ## regenerate the Colab and student editions only (English and Korean)
+edition: $(BIN)/.book-installed $(BIN)/.lint-installed  ## regenerate the Colab and student editions only (English and Korean)
 	$(PY) scripts/colab_edition.py
 
 # Grade a folder of submitted notebooks (see book/instructors.md; it runs the students' code):

@@ -402,6 +402,56 @@ def translate_code_cells(nb: dict, catalogue: dict[str, str], name: str) -> None
             ) from None
 
 
+def ruff_format(notebooks: dict[str, dict]) -> None:
+    """Format the code cells of the Korean notebooks in place with ruff, as `make lint`
+    checks the repository's notebooks (editions/ included): a Korean string or comment is
+    longer or shorter than the English, so the translated code is laid out again."""
+    import subprocess
+
+    ruff = Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        raise TranslationError(f"{ruff} is missing: `make .venv/bin/.lint-installed` installs it")
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for name, nb in notebooks.items():
+            code = [
+                {
+                    "cell_type": "code",
+                    "id": c.get("id"),
+                    "metadata": {},
+                    "execution_count": None,
+                    "outputs": [],
+                    "source": source_of(c),
+                }
+                for c in nb["cells"]
+                if c["cell_type"] == "code"
+            ]
+            files[name] = Path(tmp) / name
+            files[name].write_text(
+                json.dumps({**nb, "cells": code}, ensure_ascii=False), encoding="utf-8"
+            )
+        subprocess.run(
+            [str(ruff), "format", "--quiet", "--config", str(ROOT / "pyproject.toml")]
+            + [str(f) for f in files.values()],
+            check=True,
+        )
+        for name, nb in notebooks.items():
+            formatted = json.loads(files[name].read_text(encoding="utf-8"))["cells"]
+            by_id = {c["id"]: source_of(c) for c in formatted}
+            for cell in nb["cells"]:
+                if cell["cell_type"] == "code":
+                    cell["source"] = by_id[cell.get("id")].splitlines(keepends=True)
+
+
+def korean_code(nb: dict, name: str, catalogue: dict[str, str]) -> dict[str, str]:
+    """{cell id: Korean source} of chapter `name`'s code cells (`nb`, the English notebook):
+    what the Korean notebooks carry (tests/test_colab_edition.py checks it)."""
+    nb = copy.deepcopy(nb)
+    translate_code_cells(nb, catalogue, name)
+    ruff_format({name: nb})
+    return {c.get("id"): source_of(c) for c in nb["cells"][1:] if c["cell_type"] == "code"}
+
+
 def korean_notebooks() -> dict[str, dict]:
     """{file name: Korean source notebook} of every chapter (the English outputs still in
     it: `with_korean_outputs` replaces them)."""
@@ -411,6 +461,7 @@ def korean_notebooks() -> dict[str, dict]:
         out[path.name] = translate_notebook(
             nb, messages(path.name), path.name, code_catalogue(path.name)
         )
+    ruff_format(out)
     return out
 
 
