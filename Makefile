@@ -80,8 +80,9 @@ pages: book student  ## the site as published: both books and both student editi
 # The Korean edition's catalogues after an edit of the English text: the text extracted again
 # and merged into locales/ko/LC_MESSAGES/ (a changed paragraph keeps its old translation,
 # marked fuzzy, until it is updated); then `$(PY) scripts/i18n.py check` lists what to do.
-translations: $(BIN)/.book-installed  ## re-extract the English text into the Korean catalogues (locales/ko)
+translations: $(BIN)/.book-installed  ## re-extract the English text and code words into the Korean catalogues (locales/ko)
 	$(PY) scripts/i18n.py update
+	$(PY) scripts/code_i18n.py update
 	$(PY) scripts/i18n.py check --no-extract || true
 
 # The book as PDF, both editions, printed from their HTML by Chromium (scripts/pdf.py;
@@ -98,17 +99,20 @@ screenshots: pages $(BIN)/.test-installed  ## whole-page screenshots of every pa
 	$(PY) scripts/screenshots.py
 
 # Re-execute notebooks and store their outputs (all, or NB=notebooks/01_softmax.ipynb),
-# then regenerate the Colab and student editions (editions/colab/, editions/student/) and
-# the Korean ones (editions/ko/colab/, editions/ko/student/, scripts/ko_edition.py).
-execute: $(BIN)/.book-installed  ## re-execute chapters (NB=notebooks/NN_x.ipynb for one) and regenerate editions/
+# then regenerate the Colab and student editions (editions/colab/, editions/student/), then
+# the Korean ones (editions/ko/colab/, editions/ko/student/, scripts/ko_edition.py), whose
+# notebooks are executed in Korean too (the same chapters) and store their own outputs.
+execute: $(BIN)/.book-installed $(BIN)/.lint-installed  ## re-execute chapters in English, then in Korean (NB=notebooks/NN_x.ipynb for one), and regenerate editions/
 	$(PY) scripts/execute_notebooks.py $(NB)
-	$(PY) scripts/colab_edition.py
+	$(PY) scripts/colab_edition.py --only en
+	$(PY) scripts/ko_edition.py --execute $(NB)
 
 # The Colab and student editions alone: editions/{colab,student}/NN_topic.ipynb from every
 # chapter, and in Korean editions/ko/{colab,student}/ from the chapters and their catalogues
-# (locales/ko/LC_MESSAGES/notebooks/; a message left untranslated stops it): about a
-# minute each.
-edition: $(BIN)/.book-installed  ## regenerate the Colab and student editions only (English and Korean)
+# (locales/ko/LC_MESSAGES/notebooks/ and code/; a message left untranslated stops it): about a
+# minute each. The Korean notebooks keep their stored outputs; a chapter whose Korean code
+# changed is executed in Korean (scripts/ko_edition.py), the others are not.
+edition: $(BIN)/.book-installed $(BIN)/.lint-installed  ## regenerate the Colab and student editions only (English and Korean)
 	$(PY) scripts/colab_edition.py
 
 # Grade a folder of submitted notebooks (see book/instructors.md; it runs the students' code):

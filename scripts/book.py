@@ -199,9 +199,89 @@ def edition_config(language: str, student: bool) -> dict:
     return config
 
 
+def with_translated_code(nb: nbformat.NotebookNode, name: str, language: str):
+    """The chapter `nb` for a translated book: its markdown cells as they are (Sphinx
+    translates them from locales/LANGUAGE), and every code cell, source and outputs, the
+    one of the translated Colab edition (editions/LANGUAGE/colab, scripts/ko_edition.py:
+    the code in that language and the outputs of its execution) with the same id, each
+    glue cell with the glued values kept beside it (editions/LANGUAGE/glue/). So the Korean book
+    shows Korean comments, printed text and figures, and its glued numbers are those of
+    the Korean execution."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import ko_edition
+
+    path = ROOT / "editions" / language / "colab" / name
+    if not path.exists():
+        sys.exit(f"{path.relative_to(ROOT)} is missing: run `make edition`")
+    cells = ko_edition.stored_cells(name)
+    missing = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        translated = cells.get(cell.get("id"))
+        if translated is None:
+            missing.append(cell.get("id"))
+            continue
+        cell.source = ko_edition.source_of(translated)
+        cell.outputs = (
+            nbformat.reads(
+                json.dumps({**nbformat.v4.new_notebook(), "cells": [translated]}), as_version=4
+            )
+            .cells[0]
+            .outputs
+        )
+        cell.execution_count = translated.get("execution_count")
+    if missing:
+        sys.exit(
+            f"{path.relative_to(ROOT)} has no code cell {missing[:5]} of the chapter: it is stale "
+            "(run `make edition`)"
+        )
+    return nb
+
+
+def _write_if_changed(target: Path, data: bytes) -> None:
+    """Write `target` only when its bytes change: Sphinx rebuilds a page whose source is
+    newer than its last build, so an unchanged file keeps its time."""
+    if not target.exists() or target.read_bytes() != data:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def _sync_tree(source: Path, target: Path, skip=lambda path: False) -> None:
+    """`target` made a copy of `source` (changed files only; files gone removed)."""
+    wanted = set()
+    for path in source.rglob("*"):
+        if path.is_file() and not skip(path):
+            rel = path.relative_to(source)
+            wanted.add(rel)
+            if not (target / rel).exists() or (target / rel).read_bytes() != path.read_bytes():
+                (target / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target / rel)
+    for path in list(target.rglob("*")) if target.exists() else []:
+        if path.is_file() and path.relative_to(target) not in wanted:
+            path.unlink()
+
+
+def stage_translated_book(stage: Path, language: str) -> Path:
+    """The translated book's sources in `stage`: the book's pages and catalogues, and the
+    chapters with their code cells in that language (`with_translated_code`). Only what
+    changed is written, so that the build stays incremental."""
+    stage.mkdir(parents=True, exist_ok=True)
+    config = yaml.safe_dump(edition_config(language, False), allow_unicode=True, sort_keys=False)
+    _write_if_changed(stage / "_config.yml", config.encode())
+    _write_if_changed(stage / "_toc.yml", (ROOT / "_toc.yml").read_bytes())
+    _sync_tree(ROOT / "book", stage / "book")
+    _sync_tree(ROOT / "locales", stage / "locales", skip=lambda p: p.suffix == ".mo")
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = with_translated_code(nbformat.read(path, as_version=4), path.name, language)
+        _write_if_changed(stage / "notebooks" / path.name, nbformat.writes(nb).encode() + b"\n")
+    return stage
+
+
 def stage_student_edition(stage: Path, language: str = "en") -> Path:
     """Copy the book's sources to `stage`, with every solution removed; its Colab and
-    Binder buttons open the student notebooks (editions/student/)."""
+    Binder buttons open the student notebooks (editions/student/). A translated one has
+    its chapters' code cells in that language (`with_translated_code`)."""
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     config = edition_config(language, student=True)
@@ -214,9 +294,10 @@ def stage_student_edition(stage: Path, language: str = "en") -> Path:
     shutil.copytree(ROOT / "locales", stage / "locales", ignore=shutil.ignore_patterns("*.mo"))
     (stage / "notebooks").mkdir()
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        nbformat.write(
-            strip_solutions(nbformat.read(path, as_version=4)), stage / "notebooks" / path.name
-        )
+        nb = nbformat.read(path, as_version=4)
+        if language != "en":
+            nb = with_translated_code(nb, path.name, language)
+        nbformat.write(strip_solutions(nb), stage / "notebooks" / path.name)
     return stage
 
 
@@ -256,12 +337,9 @@ def build(student: bool, language: str = "en") -> Path:
         source = stage_student_edition(out / "source", language)
         args[1] = str(source)
     elif language != "en":
-        out.mkdir(parents=True, exist_ok=True)
-        config = out / "_config.yml"
-        config.write_text(
-            yaml.safe_dump(edition_config(language, False), allow_unicode=True, sort_keys=False)
-        )
-        args += ["--config", str(config)]
+        # the chapters' code cells in the language (editions/ko/colab: scripts/ko_edition.py)
+        source = stage_translated_book(out / "source", language)
+        args[1] = str(source)
     args += ["--path-output", str(out)]
     html = out / "_build" / "html"
     stamp, digest = html / ".site-code", site_code_digest()

@@ -498,24 +498,40 @@ def check() -> list[str]:
     return problems
 
 
-def catalogue_of(notebook_name: str) -> dict[str, str]:
+class Preview(dict):
+    """A catalogue in which a message missing from the catalogue reads as its English."""
+
+    def __missing__(self, msgid: str) -> str:
+        return msgid
+
+
+def catalogue_of(
+    notebook_name: str, directory: Path | None = None, preview: bool = False
+) -> dict[str, str]:
     """{msgid: msgstr} of a chapter's code (comments and strings), every entry translated
-    (else ValueError naming them)."""
-    po = CODE / f"{Path(notebook_name).stem}.po"
+    (else ValueError naming them). `directory`: the catalogues' folder (default
+    locales/ko/LC_MESSAGES/code). With `preview` (a translation in progress, to look at),
+    an untranslated, fuzzy or invalid message, or one the catalogue lacks, is its English."""
+    folder = CODE if directory is None else Path(directory)
+    po = folder / f"{Path(notebook_name).stem}.po"
+    shown = po.relative_to(ROOT) if po.is_relative_to(ROOT) else po
     if not po.exists():
-        raise ValueError(f"{notebook_name}: no catalogue {po.relative_to(ROOT)}")
-    out, missing = {}, []
+        raise ValueError(f"{notebook_name}: no catalogue {shown}")
+    out: dict[str, str] = Preview() if preview else {}
+    missing = []
     for e in polib.pofile(str(po)):
         if e.obsolete:
             continue
         if problems_of(e.msgid, e.msgstr, kinds(e), e.flags):
             missing.append(e.msgid)
+            if preview:
+                continue
         out[e.msgid] = e.msgstr
-    if missing:
+    if missing and not preview:
         listed = "\n".join(f"  {m[:100]!r}" for m in missing[:20])
         raise ValueError(
             f"{notebook_name}: {len(missing)} code message(s) untranslated, fuzzy or invalid "
-            f"in {po.relative_to(ROOT)} (python scripts/code_i18n.py check):\n{listed}"
+            f"in {shown} (python scripts/code_i18n.py check):\n{listed}"
         )
     return out
 

@@ -15,6 +15,9 @@ value on another processor or BLAS kernel) keeps its stored bytes, so the diff s
 figures that changed. After each notebook, every output that changed is listed by cell
 id: a text's lines before and after, a figure's size and how many pixels moved by how
 much (`describe_changes`), which a PNG's base64 in `git diff` cannot show.
+
+The Korean notebooks are executed by the same `run` (scripts/ko_edition.py --execute,
+which `make execute` runs after this), in Korean (ATTENTION_BOOK_LANGUAGE=ko).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import base64
 import copy
 import difflib
 import io
+import os
 import sys
 import tempfile
 import time
@@ -166,21 +170,38 @@ def describe_changes(old: nbformat.NotebookNode, new: nbformat.NotebookNode) -> 
     return lines
 
 
+def run(nb: nbformat.NotebookNode, env: dict[str, str] | None = None) -> float:
+    """Execute `nb` in place, from the top, in an empty temporary directory, and `clean` it;
+    `env`: variables set for its kernel (the Korean notebooks, scripts/ko_edition.py:
+    ATTENTION_BOOK_LANGUAGE=ko). Returns the seconds it took."""
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory() as cwd:
+            NotebookClient(
+                nb,
+                timeout=600,
+                kernel_name="python3",
+                store_widget_state=False,
+                record_timing=False,
+                resources={"metadata": {"path": cwd}},
+            ).execute()
+        elapsed = time.perf_counter() - start
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    clean(nb)
+    return elapsed
+
+
 def execute(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     stored = copy.deepcopy(nb)
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as cwd:
-        NotebookClient(
-            nb,
-            timeout=600,
-            kernel_name="python3",
-            store_widget_state=False,
-            record_timing=False,
-            resources={"metadata": {"path": cwd}},
-        ).execute()
-    elapsed = time.perf_counter() - start
-    clean(nb)
+    elapsed = run(nb)
     kept = keep_same_pictures(stored, nb)
     nbformat.write(nb, path)
     changes = describe_changes(stored, nb)

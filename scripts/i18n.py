@@ -7,7 +7,8 @@
                                     old translation, marked fuzzy
     python scripts/i18n.py check    fail on an untranslated, fuzzy or stale entry, or a
                                     translation that drops or changes the maths, code,
-                                    glued numbers or references of its English
+                                    glued numbers or references of its English; and the
+                                    code catalogues' check (scripts/code_i18n.py check)
                                     (make test runs it)
     python scripts/i18n.py stats    messages per page
     python scripts/i18n.py export PO FILE [--all]
@@ -357,6 +358,10 @@ def main() -> int:
         if not args.no_extract:
             extract()
         problems = check(args.only)
+        # the words in the chapters' code (scripts/code_i18n.py: locales/ko/LC_MESSAGES/code/)
+        import code_i18n
+
+        problems += [f"ko/code: {line}" for line in code_i18n.check() if args.only in line]
         for line in problems[:200]:
             print(line)
         if problems:

@@ -1,11 +1,19 @@
 """The Korean Colab and student editions: editions/ko/{colab,student}/NN_topic.ipynb.
 
-Usage: python scripts/ko_edition.py            write both Korean editions
-       python scripts/ko_edition.py --check    exit 1 if either is stale
+Usage: python scripts/ko_edition.py            write both Korean editions (a chapter whose
+                                               Korean code changed is executed again)
+       python scripts/ko_edition.py --execute [notebooks/NN_topic.ipynb ...]
+                                               execute the Korean notebooks (all, or those
+                                               named) and write both Korean editions
+                                               (`make execute` runs it after the English)
+       python scripts/ko_edition.py --check    exit 1 if either is stale (never executes)
        python scripts/ko_edition.py --source   write the Korean source notebooks into
                                                _build/ko-source/ (to read them; nothing else)
-       ... --catalogues DIR                    the notebooks' catalogues from DIR instead
-                                               (a translator's work in progress, to preview)
+       ... --catalogues DIR                    the catalogues from DIR instead: DIR/notebooks/
+                                               (prose) and DIR/code/ (code), a translator's
+                                               work in progress, to preview: an untranslated
+                                               code message stays English there (not the
+                                               prose's, which still stops generation)
 
 scripts/colab_edition.py (`make edition`, `make execute`) runs this after the English
 editions. The English notebooks (notebooks/) stay the only source; their text is translated
@@ -19,15 +27,28 @@ each chapter:
    mystnb.image.alt), and replaced there by its translation. A message that cannot be
    placed, an untranslated or fuzzy message, or English prose left in a cell afterwards
    stops the generation with the msgid or the line (`TranslationError`): a Korean notebook
-   never keeps English silently. Code cells and their outputs stay as they are, except the
-   first (the install cell), which also sets helpers' language to Korean
+   never keeps English silently. Every code cell but the first carries the translation of
+   its words from the chapter's code catalogue locales/ko/LC_MESSAGES/code/NN_topic.po
+   (scripts/code_i18n.py `translate_code`: comments, docstrings, printed and drawn text);
+   an untranslated, fuzzy or invalid code message stops generation too. The first code
+   cell (the install cell) also sets helpers' language to Korean
    (`helpers.set_language("ko")`), so that self-checks and figures speak Korean.
-2. The Korean notebooks are staged with the book's other pages and built with the same
+2. The outputs are the Korean notebook's own (`attach_outputs`): a code cell whose Korean
+   source is the one the committed Korean Colab edition has under its id keeps that
+   cell's stored outputs (and a glue cell its glued values, kept beside the edition in
+   editions/ko/glue/NN_topic.json, since the Colab edition shows no glue output); a chapter
+   with any other code cell is executed in Korean (`execute`: scripts/execute_notebooks.py's
+   executor and settings, ATTENTION_BOOK_LANGUAGE=ko), as every chapter is with
+   --execute. So editing text only (`make edition`) executes nothing, and the Korean
+   outputs are those of the Korean code: printed sentences, self-check reports, figures'
+   words and explorers' frames in Korean. tests/test_colab_edition.py checks them against
+   the English chapter's stored outputs (the same numbers, glued values and figure sizes).
+3. The Korean notebooks are staged with the book's other pages and built with the same
    ``colab`` builder as the English edition (book/_ext/colab_edition.py) with
    ``language = ko``: glued numbers, equation, theorem and figure numbers, links, in
    Korean words, linking to the Korean book online (SITE/ko/...). The pages' catalogues of
    the notebooks are left out of the stage, so that nothing but step 1 translates them.
-3. The student edition is derived from the Korean Colab edition by scripts/student_edition.py,
+4. The student edition is derived from the Korean Colab edition by scripts/student_edition.py,
    as the English one is (its links go to SITE/ko/student/).
 """
 
@@ -69,7 +90,12 @@ def _book_script():
 
 LANGUAGE = "ko"
 CATALOGUES = ROOT / "locales" / LANGUAGE / "LC_MESSAGES" / "notebooks"
+CODE_CATALOGUES = ROOT / "locales" / LANGUAGE / "LC_MESSAGES" / "code"
+PREVIEW = False  # --catalogues: an untranslated code message reads as its English
+GLUE_PREFIX = "application/papermill.record/"  # myst-nb's glue outputs
+META = "ko_edition"  # a Korean notebook's metadata while its outputs are attached
 EDITIONS = ROOT / "editions" / LANGUAGE
+GLUE = EDITIONS / "glue"  # each Korean notebook's glued values: glue/NN_topic.json
 COLAB = EDITIONS / "colab"
 STUDENT = EDITIONS / "student"
 COMMAND = "make edition"
@@ -272,8 +298,11 @@ PROOF, PROOF_KO = "Proof. ", "증명."
 KEPT = ("\ue000", "\ue001")  # around the number of a unit kept as written
 
 
-def translate_notebook(nb: dict, catalogue: dict[str, str], name: str) -> dict:
-    """The Korean source notebook of chapter `name` (a copy of `nb`)."""
+def translate_notebook(
+    nb: dict, catalogue: dict[str, str], name: str, code: dict[str, str] | None = None
+) -> dict:
+    """The Korean source notebook of chapter `name` (a copy of `nb`), its markdown from
+    `catalogue` and, given `code` (the chapter's code catalogue), its code cells' words."""
     nb = copy.deepcopy(nb)
     cells = nb["cells"]
     placed: dict[str, int] = {}
@@ -338,16 +367,219 @@ def translate_notebook(nb: dict, catalogue: dict[str, str], name: str) -> dict:
     if source_of(first_code) != bootstrap_source():
         raise TranslationError(f"{name}: the first code cell is not the install cell")
     first_code["source"] = install_source()
+    if code is not None:
+        translate_code_cells(nb, code, name)
+    for cell in cells:  # as nbformat writes them, whether or not the notebook is executed
+        if cell["cell_type"] == "code":
+            cell["source"] = source_of(cell).splitlines(keepends=True)
     return nb
 
 
+def code_catalogue(name: str) -> dict[str, str]:
+    """{msgid: msgstr} of chapter `name`'s code catalogue (with --catalogues, a preview:
+    an untranslated message reads as its English)."""
+    import code_i18n
+
+    try:
+        return code_i18n.catalogue_of(name, CODE_CATALOGUES, preview=PREVIEW)
+    except ValueError as err:
+        raise TranslationError(str(err)) from None
+
+
+def translate_code_cells(nb: dict, catalogue: dict[str, str], name: str) -> None:
+    """Every code cell of `nb` but the first (the install cell) in Korean, in place."""
+    import code_i18n
+
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for cell in code[1:]:
+        try:
+            cell["source"] = code_i18n.translate_code(source_of(cell), catalogue)
+        except KeyError as err:
+            raise TranslationError(
+                f"{name}, code cell {cell.get('id')}: a message of its code is not in "
+                f"{shown(CODE_CATALOGUES)}/{Path(name).stem}.po (is the code catalogue stale? "
+                f"run `make translations`): {str(err.args[0])[:100]!r}"
+            ) from None
+
+
+def ruff_format(notebooks: dict[str, dict]) -> None:
+    """Format the code cells of the Korean notebooks in place with ruff, as `make lint`
+    checks the repository's notebooks (editions/ included): a Korean string or comment is
+    longer or shorter than the English, so the translated code is laid out again."""
+    import subprocess
+
+    ruff = Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        raise TranslationError(f"{ruff} is missing: `make .venv/bin/.lint-installed` installs it")
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for name, nb in notebooks.items():
+            code = [
+                {
+                    "cell_type": "code",
+                    "id": c.get("id"),
+                    "metadata": {},
+                    "execution_count": None,
+                    "outputs": [],
+                    "source": source_of(c),
+                }
+                for c in nb["cells"]
+                if c["cell_type"] == "code"
+            ]
+            files[name] = Path(tmp) / name
+            files[name].write_text(
+                json.dumps({**nb, "cells": code}, ensure_ascii=False), encoding="utf-8"
+            )
+        subprocess.run(
+            [str(ruff), "format", "--quiet", "--config", str(ROOT / "pyproject.toml")]
+            + [str(f) for f in files.values()],
+            check=True,
+        )
+        for name, nb in notebooks.items():
+            formatted = json.loads(files[name].read_text(encoding="utf-8"))["cells"]
+            by_id = {c["id"]: source_of(c) for c in formatted}
+            for cell in nb["cells"]:
+                if cell["cell_type"] == "code":
+                    cell["source"] = by_id[cell.get("id")].splitlines(keepends=True)
+
+
+def korean_code(nb: dict, name: str, catalogue: dict[str, str]) -> dict[str, str]:
+    """{cell id: Korean source} of chapter `name`'s code cells (`nb`, the English notebook):
+    what the Korean notebooks carry (tests/test_colab_edition.py checks it)."""
+    nb = copy.deepcopy(nb)
+    translate_code_cells(nb, catalogue, name)
+    ruff_format({name: nb})
+    return {c.get("id"): source_of(c) for c in nb["cells"][1:] if c["cell_type"] == "code"}
+
+
 def korean_notebooks() -> dict[str, dict]:
-    """{file name: Korean source notebook} of every chapter."""
+    """{file name: Korean source notebook} of every chapter (the English outputs still in
+    it: `with_korean_outputs` replaces them)."""
     out = {}
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
-        out[path.name] = translate_notebook(nb, messages(path.name), path.name)
+        out[path.name] = translate_notebook(
+            nb, messages(path.name), path.name, code_catalogue(path.name)
+        )
+    ruff_format(out)
     return out
+
+
+# ------------------------------------------------------------------ the outputs
+
+
+def is_glue(output: dict) -> bool:
+    data = output.get("data", {})
+    return bool(data) and all(k.startswith(GLUE_PREFIX) for k in data)
+
+
+def stored_cells(name: str) -> dict[str, dict]:
+    """{cell id: code cell} of the committed Korean Colab notebook `name` ({} if none), each
+    glue cell with its glued values back (the Colab edition shows no glue output: they are
+    kept beside it, in editions/ko/glue/NN_topic.json, {cell id: outputs})."""
+    path, glue_path = COLAB / name, GLUE / Path(name).with_suffix(".json").name
+    if not path.exists():
+        return {}
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    glue = json.loads(glue_path.read_text(encoding="utf-8")) if glue_path.exists() else {}
+    cells = {}
+    for cell in stored["cells"]:
+        if cell["cell_type"] == "code" and cell.get("id"):
+            cell["outputs"] = cell.get("outputs", []) + glue.get(cell["id"], [])
+            cells[cell["id"]] = cell
+    return cells
+
+
+EXECUTED = ROOT / "_build" / "ko-executed"  # each Korean notebook as last executed
+
+
+def executed_before(name: str) -> dict | None:
+    """The Korean notebook `name` as this machine last executed it (a later step that failed,
+    the build say, loses no execution), or None."""
+    path = EXECUTED / name
+    return json.loads(path.read_text(encoding="utf-8")) if name and path.is_file() else None
+
+
+def attach_outputs(nb: dict, cells: dict[str, dict]) -> list[str]:
+    """Give every code cell of the Korean notebook `nb` the outputs that the committed Korean
+    Colab notebook's cell under its id has (`cells`, `stored_cells`), where its source is
+    the same; return the ids of the cells that have none (new, or their code changed)."""
+    cached = executed_before(nb.get("metadata", {}).get(META, {}).get("name", ""))
+    if cached is not None:
+        ours = {c.get("id"): c for c in nb["cells"] if c["cell_type"] == "code"}
+        theirs = {c.get("id"): c for c in cached["cells"] if c["cell_type"] == "code"}
+        if ours.keys() == theirs.keys() and all(
+            source_of(ours[k]) == source_of(theirs[k]) for k in ours
+        ):  # executed as it is now: those outputs (the whole notebook, or none of it)
+            cells = theirs
+    missing = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        old = cells.get(cell.get("id"))
+        if old is None or source_of(old) != source_of(cell):
+            missing.append(cell.get("id"))
+            continue
+        cell["outputs"] = old.get("outputs", [])
+        cell["execution_count"] = old.get("execution_count")
+    return missing
+
+
+def execute(nb: dict, name: str, stored: dict[str, dict]) -> float:
+    """Execute the Korean notebook `nb` in place as `make execute` executes a chapter
+    (scripts/execute_notebooks.py), in Korean; print what changed; return the seconds."""
+    import execute_notebooks
+    import nbformat
+
+    node = nbformat.reads(json.dumps(nb), as_version=4)
+    elapsed = execute_notebooks.run(node, {"ATTENTION_BOOK_LANGUAGE": LANGUAGE})
+    if stored:
+        old = nbformat.reads(json.dumps({**nb, "cells": list(stored.values())}), as_version=4)
+        kept = execute_notebooks.keep_same_pictures(old, node)
+        changes = execute_notebooks.describe_changes(old, node)
+    else:
+        kept, changes = 0, ["(no Korean edition stored before)"]
+    nb.clear()
+    nb.update(json.loads(nbformat.writes(node)))  # sources and texts as lists of lines
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    (EXECUTED / name).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    where = f"{shown(COLAB)}/{name}"
+    if kept:
+        print(f"{where}: {kept} figure(s) kept as stored (the same picture)")
+    n = sum(line.startswith("cell ") for line in changes)
+    print(f"{where}: executed in Korean in {elapsed:.1f} s; {n or 'no'} output(s) changed")
+    for line in changes[:60]:
+        print(f"  {line}")
+    return elapsed
+
+
+def with_korean_outputs(notebooks: dict[str, dict], run: str | set[str]) -> dict[str, float]:
+    """Give each Korean notebook its Korean outputs, in place: the stored ones where its code
+    is unchanged; `run` says what to execute: "changed" (the chapters with a code cell
+    whose stored outputs cannot be reused), "never" (such a chapter stops it: the --check),
+    "all", or a set of file names (those, and the changed ones). {name: seconds executed}."""
+    times = {}
+    for name, nb in notebooks.items():
+        stored = stored_cells(name)
+        wanted = run == "all" or (isinstance(run, set) and name in run)
+        if run != "never" and not wanted:  # may reuse this machine's last execution
+            nb.setdefault("metadata", {})[META] = {"name": name}
+        missing = attach_outputs(nb, stored)
+        nb["metadata"].pop(META, None)
+        if missing and run == "never":
+            raise TranslationError(
+                f"{name}: {len(missing)} code cell(s) of the Korean notebook have no stored "
+                f"Korean outputs (new, or their Korean code changed: {missing[:8]}); run "
+                f"`{COMMAND}`, which executes that chapter in Korean"
+            )
+        if missing and not wanted:
+            print(f"{name}: {len(missing)} code cell(s) changed in Korean ({missing[:5]}...)")
+        if missing or wanted:
+            times[name] = execute(nb, name, stored)
+    if times:
+        total = sum(times.values())
+        print(f"Korean notebooks executed: {len(times)} in {total:.1f} s")
+    return times
 
 
 # ------------------------------------------------------------------ the build
@@ -378,25 +610,113 @@ def stage(target: Path, notebooks: dict[str, dict]) -> Path:
     return target
 
 
-def generate(out: Path) -> dict[str, bytes]:
-    """Build the Korean Colab edition in `out`; {file name: bytes}."""
+def generate(out: Path, run: str | set[str] = "never") -> dict[str, bytes]:
+    """Build the Korean Colab edition in `out`: {file name: bytes} of its notebooks, and
+    {"glue/NN_topic.json": bytes} of their glued values (`glue_of`). `run`: which chapters
+    to execute in Korean (`with_korean_outputs`; "never": only the stored outputs)."""
     import colab_edition
 
-    source = stage(out / "source", korean_notebooks())
-    return colab_edition.generate(out / "build", root=source)
+    notebooks = korean_notebooks()
+    with_korean_outputs(notebooks, run)
+    source = stage(out / "source", notebooks)
+    built = colab_edition.generate(out / "build", root=source)
+    glue = {f"glue/{Path(n).stem}.json": glue_of(notebooks[n]) for n in built}
+    return {**built, **glue}
+
+
+def glue_of(source: dict) -> bytes:
+    """The glued values of a Korean notebook, {cell id: outputs}: the Colab edition drops a
+    glue cell's outputs (values for the site, which JupyterLab draws as an empty band), and
+    the Korean book (scripts/book.py) and the tests read them from here."""
+    glue = {
+        cell["id"]: [o for o in cell.get("outputs", []) if is_glue(o)]
+        for cell in source["cells"]
+        if cell["cell_type"] == "code" and any(is_glue(o) for o in cell.get("outputs", []))
+    }
+    return (json.dumps(glue, indent=1, ensure_ascii=False, sort_keys=True) + "\n").encode()
+
+
+def _split(fresh: dict[str, bytes]) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    notebooks = {n: d for n, d in fresh.items() if not n.startswith("glue/")}
+    glue = {n.removeprefix("glue/"): d for n, d in fresh.items() if n.startswith("glue/")}
+    return notebooks, glue
+
+
+def stale(fresh: dict[str, bytes]) -> list[str]:
+    """What differs between the committed Korean editions (and glued values) and fresh
+    ones, one line each."""
+    import colab_edition
+    import student_edition
+
+    notebooks, glue = _split(fresh)
+    committed = {p.name: p.read_bytes() for p in sorted(GLUE.glob("*.json"))}
+    lines = [
+        f"stale: glue/{n}"
+        for n in sorted(set(glue) | set(committed))
+        if glue.get(n) != committed.get(n)
+    ]
+    return (
+        colab_edition.differences(notebooks, COLAB)
+        + colab_edition.differences(student_edition.generate(notebooks), STUDENT)
+        + lines
+    )
+
+
+def finish(fresh: dict[str, bytes], check: bool) -> int:
+    import student_edition
+
+    notebooks, glue = _split(fresh)
+    if not notebooks:
+        raise SystemExit("no chapter notebooks were converted")
+    students = student_edition.generate(notebooks)  # before writing: a failure writes nothing
+    where = f"{shown(COLAB)}/, {shown(STUDENT)}/ and {shown(GLUE)}/"
+    if check:
+        diff = stale(fresh)
+        if diff:
+            print("\n".join(diff))
+            print(f"The Korean Colab or student edition is stale: run `{COMMAND}`, commit {where}")
+            return 1
+        print(f"{where} are current ({len(notebooks)} chapters)")
+        return 0
+    student_edition.write(notebooks, COLAB)
+    student_edition.write(students, STUDENT)
+    GLUE.mkdir(parents=True, exist_ok=True)
+    for path in GLUE.glob("*.json"):
+        if path.name not in glue:
+            path.unlink()
+    for name, data in glue.items():
+        if not (GLUE / name).exists() or (GLUE / name).read_bytes() != data:
+            (GLUE / name).write_bytes(data)
+    return 0
 
 
 def main(argv: list[str]) -> int:
-    import colab_edition
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report a stale edition")
     parser.add_argument("--source", action="store_true", help="write the Korean source notebooks")
-    parser.add_argument("--catalogues", type=Path, help="the notebooks' catalogues from here")
+    parser.add_argument(
+        "--execute",
+        nargs="*",
+        metavar="NOTEBOOK",
+        help="execute the Korean notebooks (all, or these chapters) before writing",
+    )
+    parser.add_argument(
+        "--catalogues",
+        type=Path,
+        metavar="DIR",
+        help="a preview: the catalogues from DIR/notebooks and DIR/code (untranslated code "
+        "stays English)",
+    )
     args = parser.parse_args(argv)
     if args.catalogues is not None:
-        global CATALOGUES
-        CATALOGUES = args.catalogues.resolve()
+        global CATALOGUES, CODE_CATALOGUES, PREVIEW
+        folder = args.catalogues.resolve()
+        CATALOGUES = folder / "notebooks" if (folder / "notebooks").is_dir() else folder
+        CODE_CATALOGUES = folder / "code" if (folder / "code").is_dir() else CODE_CATALOGUES
+        PREVIEW = True
+    run: str | set[str] = "never" if args.check else "changed"
+    if args.execute is not None:
+        run = {Path(n).name for n in args.execute} if args.execute else "all"
     try:
         if args.source:
             target = ROOT / "_build" / "ko-source"
@@ -405,10 +725,13 @@ def main(argv: list[str]) -> int:
             print(f"Korean source notebooks: {target / 'notebooks'}")
             return 0
         with tempfile.TemporaryDirectory() as tmp:
-            fresh = generate(Path(tmp))
+            fresh = generate(Path(tmp), run)
     except TranslationError as err:
+        if args.check:
+            print(f"The Korean editions are stale: {err}")
+            return 1
         raise SystemExit(f"The Korean editions cannot be made: {err}") from None
-    return colab_edition.finish(fresh, COLAB, STUDENT, args.check)
+    return finish(fresh, args.check)
 
 
 if __name__ == "__main__":

@@ -891,8 +891,11 @@ def test_every_chapter_has_a_korean_edition_and_nothing_else():
 def test_the_committed_korean_editions_are_current(tmp_path):
     """The Korean Colab and student editions, against fresh ones made from the chapters
     and their catalogues (the catalogues must be complete: scripts/i18n.py check)."""
-    fresh = ko_edition.generate(tmp_path)
-    stale = colab_edition.stale(fresh, KO_EDITION, KO_STUDENT)
+    try:  # the stored Korean outputs only: nothing is executed here
+        fresh = ko_edition.generate(tmp_path)
+    except ko_edition.TranslationError as err:
+        pytest.fail(f"The Korean editions (editions/ko/) cannot be made: {err}")
+    stale = ko_edition.stale(fresh)
     assert not stale, (
         "The Korean editions (editions/ko/) do not match the chapters and catalogues:\n"
         + "\n".join(stale)
@@ -934,6 +937,10 @@ def test_korean_edition_is_the_chapter_in_korean(chapter):
             if text:
                 assert HANGUL.search(ko.metadata["mystnb"][key][field]), (en.id, text)
                 ko.metadata["mystnb"][key][field] = text
+    # the code in Korean (test_korean_code_is_the_chapters_translated); the outputs are the
+    # Korean execution's (test_korean_outputs_agree_with_the_english)
+    for cell in code_en + code_ko:
+        cell.pop("source"), cell.pop("outputs", None)
     assert code_ko == code_en
     site = english.metadata["colab_edition"]["site"]
     meta = korean.metadata["colab_edition"]
@@ -961,17 +968,23 @@ def test_korean_edition_is_the_chapter_in_korean(chapter):
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
 def test_korean_edition_shows_every_glued_value(chapter):
+    """Every value glued in the English edition's text is in the Korean one's, as the
+    Korean execution glued it (editions/ko/glue/)."""
     english, korean = edition_of(chapter), edition_of(chapter, KO_EDITION)
     source = nbformat.read(chapter, as_version=4)
-    values = {}
-    for name, value in glued_values(source).items():
+    korean_values = glued_values(
+        nbformat.from_dict({"cells": list(korean_cells(chapter).values())})
+    )
+
+    def shown(value: str) -> str:
         if value[:1] in "'\"" and value[-1:] == value[:1]:
             value = value[1:-1]
-        values[name] = converter.escape(value)
-    text = markdown_text(korean)
-    shown = [v for v in values.values() if v in markdown_text(english)]
-    assert shown
-    missing = [v for v in shown if v not in text]
+        return converter.escape(value)
+
+    text, english_text = markdown_text(korean), markdown_text(english)
+    used = [k for k, v in glued_values(source).items() if shown(v) in english_text]
+    assert used
+    missing = [k for k in used if k not in korean_values or shown(korean_values[k]) not in text]
     assert not missing, f"glued values missing from the Korean edition: {missing[:5]}"
 
 
@@ -1085,8 +1098,8 @@ def test_korean_source_notebook_places_every_kind_of_message():
         "figure": {"caption": "그림의 설명."},
         "image": {"alt": "그림이 보여 주는 것"},
     }
-    assert out["cells"][2]["source"] == "x = 1  # a comment"  # code as it is
-    assert out["cells"][1]["source"] == ko_edition.install_source()
+    assert "".join(out["cells"][2]["source"]) == "x = 1  # a comment"  # no code catalogue
+    assert "".join(out["cells"][1]["source"]) == ko_edition.install_source()
     assert SMALL["cells"][0]["source"][0] == "# The title\n"  # the English is not changed
 
 
@@ -1125,3 +1138,216 @@ def test_an_untranslated_or_fuzzy_message_stops_the_korean_editions(tmp_path, mo
     monkeypatch.setattr(ko_edition, "CATALOGUES", tmp_path)
     with pytest.raises(ko_edition.TranslationError, match=r"(?s)2 message.*Not yet.*Changed"):
         ko_edition.messages("00_x.ipynb")
+
+
+# The Korean code and outputs (scripts/ko_edition.py): the code cells carry the code
+# catalogue's translation (scripts/code_i18n.py), and their outputs are the Korean
+# execution's, which say what the English ones say: checked here without executing.
+
+from collections import Counter  # noqa: E402
+
+import code_i18n  # noqa: E402
+
+KO_CODE = {}
+
+
+def korean_cells(chapter: Path) -> dict[str, dict]:
+    """{cell id: code cell} of the committed Korean Colab notebook, glue cells with their
+    glued values (kept beside it, editions/ko/glue/)."""
+    return ko_edition.stored_cells(chapter.name)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_korean_code_is_the_chapters_translated(chapter):
+    """Every code cell but the install cell is `translate_code` of the English one with the
+    chapter's code catalogue (complete: an untranslated message fails here), laid out by
+    `ruff format` as `make lint` wants it."""
+    try:
+        catalogue = code_i18n.catalogue_of(chapter.name)
+    except ValueError as err:
+        pytest.fail(str(err))
+    import json
+
+    english = json.loads(chapter.read_text(encoding="utf-8"))
+    expected = ko_edition.korean_code(english, chapter.name, catalogue)  # formatted by ruff
+    korean = korean_cells(chapter)
+    stale = [
+        i
+        for i, source in expected.items()
+        if i not in korean or ko_edition.source_of(korean[i]) != source
+    ]
+    assert not stale, (
+        f"code cells of editions/ko/colab/{chapter.name} that are not the chapter's code "
+        f"translated: {stale[:8]}; run `make edition` and commit editions/ko/"
+    )
+
+
+# ASCII boundaries: a Korean particle right after a number ("4e-10이다") is a boundary
+NUMBER = re.compile(r"(?<![A-Za-z0-9_.])[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+ROUNDOFF = re.compile(  # nbval's round-off (tests/nbval_sanitize.cfg), with ASCII boundaries
+    r"\b\d(\.\d+)?e-(0[89]|[1-9]\d{1,2})\b|\b0(\.0+)?e[+-]00\b", re.ASCII
+)
+DATA_URI = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+")
+EXPLORER_ID = re.compile(r"explorer-[0-9a-f]{8,}")
+# A figure cropped to its text ("tight") may come out a pixel or two taller or wider in
+# Korean: the Korean font's glyphs reach higher and lower than the English font's.
+PIXELS = 2
+# A number the Korean writes in digits where the English has a word ("a zero entry": "0인
+# 성분", "one layer": "1층", "eight of them": "그 8개"): an integer up to this.
+NUMBER_WORD = 12
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def numbers(text: str) -> list[str]:
+    """The numbers of an output's text (pictures' data and explorers' ids out; nbval's
+    round-off numbers as one token), sorted: Korean word order may put a sentence's numbers
+    in another order ("on 2000 vectors x 5 temperatures, 1 - p_a <= ..." reads "로짓 벡터
+    2000개 x 온도 5개에서 1 - p_a <= ..."), and a translation may break its lines elsewhere,
+    so an output's numbers are compared as a multiset (`same_numbers`)."""
+    text = EXPLORER_ID.sub(" ", DATA_URI.sub(" ", ROUNDOFF.sub(" ROUNDOFF ", text)))
+    return sorted(NUMBER.findall(text) + ["ROUNDOFF"] * text.count("ROUNDOFF"))
+
+
+def same_numbers(english: list[str], korean: list[str]) -> bool:
+    """Every number of the English is in the Korean (none dropped or changed), and the
+    Korean has no other number but a small integer that the English writes as a word."""
+    extra = Counter(korean) - Counter(english)
+    small = all(re.fullmatch(r"\d+", n) and int(n) <= NUMBER_WORD for n in extra.elements())
+    return not Counter(english) - Counter(korean) and small
+
+
+def same_sizes(english: dict, korean: dict) -> bool:
+    return english.keys() == korean.keys() and all(
+        abs(a - b) <= PIXELS for k in english for a, b in zip(english[k], korean[k], strict=True)
+    )
+
+
+def png_size(data) -> tuple[int, int]:
+    """A PNG's width and height in pixels (read from its header, not decoded)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(base64.b64decode(_text(data)))) as image:
+        return image.size
+
+
+def summary(output: dict) -> dict:
+    """What a Korean output must share with the English one: its type, its stream or its
+    representations, the numbers of each text, and each picture's size in pixels."""
+    kind = output["output_type"]
+    if kind == "stream":
+        return {"type": kind, "name": output["name"], "numbers": numbers(_text(output["text"]))}
+    data = output.get("data", {})
+    out = {"type": kind, "keys": sorted(data), "numbers": {}, "sizes": {}}
+    for key, value in data.items():
+        if key.startswith("image/png"):
+            out["sizes"][key] = png_size(value)
+        elif key.startswith(("text/", ko_edition.GLUE_PREFIX)):
+            out["numbers"][key] = numbers(_text(value))
+    if kind == "error":
+        out["numbers"] = numbers(output.get("evalue", ""))
+    return out
+
+
+def disagreements(english: list, korean: dict[str, dict]) -> list[str]:
+    """Where the Korean outputs (`korean`: {cell id: cell}) do not say what the English
+    chapter's cells (`english`) say (a timing's cell, nbval-ignore-output: its numbers are
+    not compared)."""
+    found = []
+    for cell in english[1:]:
+        ko = korean.get(cell.id)
+        if ko is None:
+            found.append(f"cell {cell.id}: not in the Korean notebook")
+            continue
+        en_out, ko_out = cell.get("outputs", []), ko.get("outputs", [])
+        if len(en_out) != len(ko_out):
+            found.append(f"cell {cell.id}: {len(ko_out)} outputs, the English {len(en_out)}")
+            continue
+        timed = "nbval-ignore-output" in cell.metadata.get("tags", [])
+        for k, (a, b) in enumerate(zip(en_out, ko_out, strict=True)):
+            a, b = summary(a), summary(b)
+            if timed:
+                a.pop("numbers"), b.pop("numbers")
+            for what in a:
+                if what == "numbers" and isinstance(a[what], dict):
+                    agree = a[what].keys() == b[what].keys() and all(
+                        same_numbers(a[what][k], b[what][k]) for k in a[what]
+                    )
+                elif what == "numbers":
+                    agree = same_numbers(a[what], b[what])
+                elif what == "sizes":
+                    agree = same_sizes(a[what], b[what])
+                else:
+                    agree = a[what] == b.get(what)
+                if not agree:
+                    found.append(
+                        f"cell {cell.id}, output {k + 1}: {what} {b.get(what)} != {a[what]}"
+                    )
+    return found
+
+
+def glue_disagreements(english, korean) -> list[str]:
+    """The same glue keys with the same values; a value with words (a glued phrase, in
+    Korean there) with the same numbers."""
+    ko = glued_values(korean)
+    found = [f"glue {k!r}: not glued in Korean" for k in sorted(set(english) - set(ko))]
+    found += [f"glue {k!r}: glued in Korean only" for k in sorted(set(ko) - set(english))]
+    for key in sorted(set(english) & set(ko)):
+        a, b = english[key], ko[key]
+        same = same_numbers(numbers(a), numbers(b)) if re.search(r"[A-Za-z]{2,}", a) else a == b
+        if not same:
+            found.append(f"glue {key!r}: {b!r} in Korean, {a!r} in English")
+    return found
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_korean_outputs_agree_with_the_english(chapter):
+    """The Korean notebook's outputs (its own execution, in Korean) say what the English
+    chapter's stored outputs say, cell by cell: as many outputs of the same types, the same
+    numbers in every text (the words and their order differ), pictures of the same size
+    in pixels, the same glued values. A Korean output that disagrees was made by other
+    code or is stale: `make execute NB=notebooks/NN_topic.ipynb` executes both."""
+    source = nbformat.read(chapter, as_version=4)
+    english = [c for c in source.cells if c.cell_type == "code"]
+    korean = korean_cells(chapter)
+    timed = {c.id for c in english if "nbval-ignore-output" in c.metadata.get("tags", [])}
+    untimed = [c for c in source.cells if c.get("id") not in timed]  # a timing's glue: out
+    glued = nbformat.from_dict({"cells": [c for i, c in korean.items() if i not in timed]})
+    found = disagreements(english, korean) + glue_disagreements(
+        glued_values(nbformat.from_dict({"cells": untimed})), glued
+    )
+    assert not found, (
+        f"the Korean outputs of {chapter.name} disagree with the English:\n"
+        + "\n".join(found[:20])
+        + "\nRun `make execute NB=notebooks/"
+        + chapter.name
+        + "` and commit editions/ko/."
+    )
+
+
+def test_a_changed_number_in_a_korean_output_is_caught():
+    """The check above fails on one stored number changed, and on a figure of another size."""
+    chapter = CHAPTERS[0]
+    source = nbformat.read(chapter, as_version=4)
+    english = [c for c in source.cells if c.cell_type == "code"]
+    korean = korean_cells(chapter)
+    assert not disagreements(english, korean)
+    printed = next(
+        c
+        for c in korean.values()
+        if any(
+            o.get("name") == "stdout" and re.search(r"\d\.\d", _text(o["text"]))
+            for o in c["outputs"]
+        )
+    )
+    stream = next(o for o in printed["outputs"] if o.get("name") == "stdout")
+    text = _text(stream["text"])
+    value = re.search(r"\d\.\d+", text).group(0)
+    stream["text"] = text.replace(value, value[:-1] + str((int(value[-1]) + 1) % 10), 1)
+    found = disagreements(english, korean)
+    assert len(found) == 1 and found[0].startswith(f"cell {printed['id']}, output"), found

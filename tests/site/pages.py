@@ -757,8 +757,28 @@ LANGUAGE_JS = """() => {
     const text = clone.textContent.replace(/\\s+/g, ' ').trim();
     if (text) prose.push(text);
   }
+  // The outputs' words, read apart (tests/site/test_korean_site.py allows code and maths
+  // there): each line of a printed text, each explorer's description, caption and alt
+  // text, each output picture's alt text.
+  const outputs = [];
+  for (const out of document.querySelectorAll('article .cell_output, article .explorer')) {
+    if (out.parentElement.closest('.cell_output, .explorer')) continue;
+    for (const pre of out.querySelectorAll('pre')) {
+      for (const line of pre.textContent.split('\\n')) if (line.trim()) outputs.push(line.trim());
+    }
+    for (const el of out.querySelectorAll('figcaption, .explorer-hint')) {
+      const text = el.textContent.replace(/\\s+/g, ' ').trim();
+      if (text) outputs.push(text);
+    }
+    for (const el of [out, ...out.querySelectorAll('[aria-label], img[alt]')]) {
+      for (const name of ['aria-label', 'alt']) {
+        const text = (el.getAttribute(name) || '').trim();
+        if (text) outputs.push(text);
+      }
+    }
+  }
   return {lang: document.documentElement.lang, switch: link ? link.href : null,
-          switchTarget: link ? link.getAttribute('target') : null, prose};
+          switchTarget: link ? link.getAttribute('target') : null, prose, outputs};
 }"""
 
 

@@ -15,6 +15,13 @@ needs, read from the same page loads (tests/site/pages.py, `LoadedPage.language`
   words (names: "Vaswani 외", "PyTorch", "Hugging Face"). A block with no Hangul at all and two Latin words or more
   is English too (a heading "Four properties" left untranslated); so is an exercise's
   title left in English ("연습 문제 1.1 (Warm-up: softmax by hand)": not a gloss).
+- No English sentence is left in the outputs either (the lines of printed text, the
+  explorers' descriptions, captions and alt texts, the output pictures' alt texts: the
+  Korean execution's, scripts/ko_edition.py), with one more allowance there, stated in
+  `code_and_maths_out`: what Python prints as code or maths (a call or an index with its
+  arguments, an array in brackets, a name with `_` or `.` in it, Python's and NumPy's
+  literal words such as `inf`, `nan`, `True`, `float32`, an `<object ...>` repr, a name right
+  before `=`, `<`, `>`) is not prose; the rest of the line is checked as prose is.
 - Korean text is drawn in a font that has Korean glyphs (no missing-glyph boxes): the
   fonts Chromium drew each checked element's own text with, by DevTools, hold at least
   as many glyphs of a Korean-capable font as the text has Hangul syllables.
@@ -75,6 +82,45 @@ def english_left(text: str) -> list[str]:
     return []
 
 
+_CALL = re.compile(r"[A-Za-z_][\w.]*(?:\([^()]*\)|\[[^\[\]]*\])")
+_BRACKETS = re.compile(r"\[[^\[\]]*\]")
+_CODE_NAME = re.compile(r"[A-Za-z]\w*(?:[_.]\w+)+|\w+_")
+_LITERAL = re.compile(
+    r"\b(?:inf|nan|True|False|None|dtype|float(?:16|32|64)|u?int(?:8|16|32|64))\b"
+)
+_REPR = re.compile(r"<[A-Za-z][^<>]*>")
+_BEFORE_OPERATOR = re.compile(r"[A-Za-z]\w*(?=\s*(?:[=<>≤≥≈]|!=))")
+
+
+def code_and_maths_out(line: str) -> str:
+    """A line of an output without what Python prints as code or maths (the allowance of
+    the outputs, see the module)."""
+    previous = None
+    while previous != line:  # calls inside calls, arrays inside arrays
+        previous, line = line, _BRACKETS.sub(" ", _CALL.sub(" ", line))
+    for pattern in (_REPR, _CODE_NAME, _LITERAL, _BEFORE_OPERATOR):
+        line = pattern.sub(" ", line)
+    return line
+
+
+def english_left_in_output(line: str) -> list[str]:
+    return english_left(code_and_maths_out(line))
+
+
+def test_the_english_check_of_outputs_allows_code_and_maths_only():
+    assert english_left_in_output("logsumexp and log_softmax agree with helpers on the batch.")
+    assert english_left_in_output("Run this cell to make the explorer live")
+    assert english_left_in_output("entropy 1.06 of at most 1.61 nats")
+    assert not english_left_in_output("np.exp(big)                = [inf inf inf]")
+    assert not english_left_in_output("softmax(float32 z32) = [0.2689 0.7311] float32")
+    assert not english_left_in_output("<Figure size 640x320 with 2 Axes>")
+    assert not english_left_in_output(
+        "tau = 0.1 : p = [0.  0.5 0.  0.5 0. ], 소프트 argmax = 3.0000"
+    )
+    assert not english_left_in_output("||J(0)||_2 = 1.2885 = ||W_V||_2")
+    assert not english_left_in_output("τ = 1: 엔트로피 1.06나트 (최대 1.61나트)")
+
+
 def test_the_english_check_finds_english_and_allows_what_it_states():
     assert english_left("The largest logit receives 0.62 of the probability.")
     assert english_left("Four properties")
@@ -111,6 +157,18 @@ def test_no_english_sentence_left_in_the_prose(loaded, edition, doc):
     left = [(text[:90], english_left(text)) for text in page.language["prose"]]
     left = [item for item in left if item[1]]
     assert not left, f"{edition} {doc}: English left in the Korean prose:\n" + "\n".join(
+        f"  {text!r}: {runs}" for text, runs in left[:15]
+    )
+
+
+@pytest.mark.parametrize(("edition", "doc"), loaded_pages(KOREAN))
+def test_no_english_sentence_left_in_the_outputs(loaded, edition, doc):
+    """The outputs are the Korean execution's (scripts/ko_edition.py): printed sentences,
+    self-check reports and explorers' words in Korean."""
+    page = loaded(edition, doc, "light")
+    left = [(text[:90], english_left_in_output(text)) for text in page.language["outputs"]]
+    left = [item for item in left if item[1]]
+    assert not left, f"{edition} {doc}: English left in the Korean outputs:\n" + "\n".join(
         f"  {text!r}: {runs}" for text, runs in left[:15]
     )
 
