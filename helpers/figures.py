@@ -144,9 +144,9 @@ def _shown_in_language(text: Text) -> Iterator[None]:
     """While it lasts, `text` shows its words in the language set (see the module's notes)."""
     english = text.get_text()
     shown = figure_text(english) if isinstance(english, str) else english
-    if shown == english:
-        yield
-        return
+    if shown == english and not (isinstance(shown, str) and _WIDE.search(shown)):
+        yield  # English, or a text of the catalogue's language already (the Korean
+        return  # notebooks' own code draws Korean): that one still needs the font
     font = korean_font() if _WIDE.search(shown) else ""
     if font is None:
         _warn_no_font()

@@ -48,7 +48,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image  # a dependency of matplotlib
 
-from helpers.figures import PIXEL_RATIO, recording_font_sizes, with_figure_record
+from helpers.figures import (
+    PIXEL_RATIO,
+    recording_font_sizes,
+    translated_text,
+    with_figure_record,
+)
+from helpers.i18n import get_language
 
 __all__ = ["Explorer", "Param", "log_values", "without_negative_zeros"]
 
@@ -69,11 +75,14 @@ _WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
 #: The sentence under a static explorer in a notebook that has not run (or was reopened).
 RUN_HINT = "Run this cell to make the explorer live: until then its controls do nothing."
+# The hint in the other languages of the book (get_language()).
+RUN_HINTS = {"ko": "이 셀을 실행하면 탐색기가 살아난다. 그 전에는 조절기가 아무 일도 하지 않는다."}
 #: Hides JupyterLab's "model not found" line left by a saved live view (see static_html).
 DEAD_WIDGET_CSS = ".jp-OutputArea-output.jupyter-widgets.lm-Panel:not(:has(*)){display:none}"
 #: A number that rounded to zero but kept its minus sign ("-0", "-0.00", "-0.0e+00"),
 #: not part of a longer number or a word.
-_NEGATIVE_ZERO = re.compile(r"(?<![\w.])-(0(?:\.0*)?(?:e[+-]?0+)?)(?![\w.])")
+# (followed by anything but a digit, a Latin letter, _ or a point: "-0.00까지" is a zero)
+_NEGATIVE_ZERO = re.compile(r"(?<![\w.])-(0(?:\.0*)?(?:e[+-]?0+)?)(?![0-9A-Za-z_.])")
 _MEDIANCUT = 0  # PIL.Image.Quantize.MEDIANCUT, as an int for Pillow < 9.1
 _NO_DITHER = 0  # PIL.Image.Dither.NONE
 
@@ -425,7 +434,7 @@ class Explorer:
         return None if text is None else without_negative_zeros(text)
 
     def _draw_rgb(self) -> Image.Image:
-        with recording_font_sizes() as sizes:
+        with recording_font_sizes() as sizes, translated_text(self.fig):
             self._canvas.draw()
         self._font_pt = min(sizes) if sizes else None
         rgba = Image.fromarray(np.asarray(self._canvas.buffer_rgba()))  # (h, w, 4) uint8
@@ -554,7 +563,9 @@ class Explorer:
         )
         # Shown in Jupyter and Colab before the cell runs (and after a saved notebook is
         # reopened); the site hides it (explorer.css), where explorer.js wires the controls.
-        parts.append(f'<p class="explorer-hint"><em>{esc(RUN_HINT)}</em></p>')
+        parts.append(
+            f'<p class="explorer-hint"><em>{esc(RUN_HINTS.get(get_language(), RUN_HINT))}</em></p>'
+        )
         # A notebook saved after the cell ran keeps the live view's output; reopened with a
         # new kernel, JupyterLab shows "Error displaying widget: model not found" there (an
         # output panel with text and no element in it). The static view above stands in for

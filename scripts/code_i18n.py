@@ -309,13 +309,30 @@ def _owner(tokens: list[tokenize.TokenInfo], k: int) -> str | None:
             depth -= 1
         elif depth == 0 and t.type == tokenize.OP and t.string == "=" and j == k - 1:
             name = tokens[j - 1]
-            return name.string if name.type == tokenize.NAME else None
+            if name.type != tokenize.NAME or not _in_brackets(tokens, j - 1):
+                return None  # an assignment (`kind = "first copy"`), not a keyword argument
+            return name.string
         elif depth == 0 and t.type == tokenize.OP and t.string == "=":
             return None
         elif t.type in (tokenize.NEWLINE,):
             return None
         j -= 1
     return None
+
+
+def _in_brackets(tokens: list[tokenize.TokenInfo], k: int) -> bool:
+    """Whether token `k` is inside a bracket opened on its logical line."""
+    depth = 0
+    for t in reversed(tokens[:k]):
+        if t.type in (tokenize.NEWLINE,):
+            return False
+        if t.type == tokenize.OP and t.string in ")]}":
+            depth += 1
+        elif t.type == tokenize.OP and t.string in "([{":
+            if depth == 0:
+                return True
+            depth -= 1
+    return False
 
 
 def _translatable_comment(text: str) -> bool:

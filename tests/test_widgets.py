@@ -575,3 +575,17 @@ def test_captions_never_show_a_negative_zero():
     ex.widget  # noqa: B018
     ex.controls["x"].index = 0
     assert ex._caption.value == "the score falls to 0.00 at its lowest"
+
+
+def test_the_run_hint_is_in_the_language_set():
+    from helpers import i18n
+    from helpers.widgets import RUN_HINT, RUN_HINTS
+
+    ex = softmax_explorer()
+    try:
+        i18n.set_language("ko")
+        korean = ex.static_html()
+    finally:
+        i18n.set_language("en")
+    assert RUN_HINTS["ko"] in korean and RUN_HINT not in korean
+    assert RUN_HINT in softmax_explorer().static_html()
