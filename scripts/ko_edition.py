@@ -446,10 +446,15 @@ def ruff_format(notebooks: dict[str, dict]) -> None:
 def korean_code(nb: dict, name: str, catalogue: dict[str, str]) -> dict[str, str]:
     """{cell id: Korean source} of chapter `name`'s code cells (`nb`, the English notebook):
     what the Korean notebooks carry (tests/test_colab_edition.py checks it)."""
+    install = {c.get("id") for c in nb["cells"] if source_of(c) == bootstrap_source()}
     nb = copy.deepcopy(nb)
     translate_code_cells(nb, catalogue, name)
     ruff_format({name: nb})
-    return {c.get("id"): source_of(c) for c in nb["cells"][1:] if c["cell_type"] == "code"}
+    return {  # every code cell but the install cell (install_source replaces it)
+        c.get("id"): source_of(c)
+        for c in nb["cells"]
+        if c["cell_type"] == "code" and c.get("id") not in install
+    }
 
 
 def korean_notebooks() -> dict[str, dict]:
