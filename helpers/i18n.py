@@ -186,15 +186,25 @@ class Msg(str):
         """The message in `language` (by default the language set)."""
         language = language or _language
         if language == "en":
-            return str(self)
+            return str.__str__(self)
         template = catalogue(language).get(self.template, self.template)
         if not self.args:
             return template
         args = {k: _localize_arg(v, language) for k, v in self.args.items()}
         return template.format(**args)
 
+    def __str__(self) -> str:
+        """Printed (``print``, ``str``) in the language set: a chapter that prints a
+        self-check's finding shows it in its reader's language. It still equals, hashes,
+        contains and formats (f-strings, ``str.format``: the messages made from it) as its
+        English text."""
+        return self.localized()
+
+    def __format__(self, spec: str) -> str:
+        return format(str.__str__(self), spec)
+
     def __reduce__(self) -> tuple[object, ...]:  # pickled as the English text
-        return (str, (str(self),))
+        return (str, (str.__str__(self),))
 
 
 class _Joined(Msg):
@@ -212,7 +222,7 @@ class _Joined(Msg):
     def localized(self, language: str | None = None) -> str:
         language = language or _language
         if language == "en":
-            return str(self)
+            return str.__str__(self)
         return tr(self.sep, language).join(localize(p, language) for p in self.parts)
 
 

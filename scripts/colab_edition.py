@@ -35,11 +35,12 @@ COMMAND = "make edition"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import student_edition  # noqa: E402
 
-# What the English editions are made from (the colab builder reads the whole book; the
-# pins of Sphinx, myst-nb and Jupyter Book are in requirements.txt), and the record of the
-# last generation: each input's and each edition file's SHA-256 (`record_digest`), which
-# `make test` compares with the files as they are (`digest_differences`) instead of
-# building the editions again; the weekly `make test-full` builds them again.
+# What the editions are made from (the colab builder reads the whole book; the pins of
+# Sphinx, myst-nb and Jupyter Book are in requirements.txt; the Korean ones also read the
+# catalogues and their scripts), and the record of the last generation: each input's and
+# each edition file's SHA-256 (`record_digest`), which `make test` compares with the files
+# as they are (`digest_differences`) instead of building the editions again; the weekly
+# `make test-full` builds them again and compares.
 INPUTS = (
     "notebooks",
     "book",
@@ -50,7 +51,14 @@ INPUTS = (
     "scripts/student_edition.py",
     "tests/notebook_bootstrap.py",
 )
+KO_INPUTS = (*INPUTS, "locales/ko", "scripts/ko_edition.py", "scripts/code_i18n.py")
 DIGEST = ROOT / "editions" / "digest.json"
+KO_DIGEST = ROOT / "editions" / "ko" / "digest.json"
+# language: (inputs, the editions' folders, the digest)
+EDITIONS = {
+    "en": (INPUTS, ("editions/colab", "editions/student"), DIGEST),
+    "ko": (KO_INPUTS, ("editions/ko/colab", "editions/ko/student", "editions/ko/glue"), KO_DIGEST),
+}
 
 
 def _tracked(paths: tuple[str, ...], root: Path = ROOT) -> list[str]:
@@ -64,39 +72,44 @@ def _tracked(paths: tuple[str, ...], root: Path = ROOT) -> list[str]:
     return sorted(f for f in listed.split("\0") if f and (root / f).is_file())
 
 
-def current_digest(root: Path = ROOT) -> dict[str, dict[str, str]]:
+def current_digest(root: Path = ROOT, language: str = "en") -> dict[str, dict[str, str]]:
     """{"inputs": {path: sha256}, "editions": {path: sha256}} of the files as they are."""
     import hashlib
+
+    inputs, folders, _ = EDITIONS[language]
 
     def sha(rel: str) -> str:
         return hashlib.sha256((root / rel).read_bytes()).hexdigest()
 
     editions = sorted(
         p.relative_to(root).as_posix()
-        for d in (EDITION, student_edition.EDITION)
-        for p in (root / d.relative_to(ROOT)).glob("*.ipynb")
+        for folder in folders
+        for p in (root / folder).glob("*")
+        if p.suffix in (".ipynb", ".json")
     )
     return {
-        "inputs": {rel: sha(rel) for rel in _tracked(INPUTS, root)},
+        "inputs": {rel: sha(rel) for rel in _tracked(inputs, root)},
         "editions": {rel: sha(rel) for rel in editions},
     }
 
 
-def record_digest() -> None:
+def record_digest(language: str = "en") -> None:
     import json
 
-    DIGEST.write_text(json.dumps(current_digest(), indent=1, sort_keys=True) + "\n")
+    digest = EDITIONS[language][2]
+    digest.write_text(json.dumps(current_digest(ROOT, language), indent=1, sort_keys=True) + "\n")
 
 
-def digest_differences(root: Path = ROOT) -> list[str]:
+def digest_differences(root: Path = ROOT, language: str = "en") -> list[str]:
     """What changed since the editions were last generated (`make edition`), one line per
-    file: an input (a chapter, a page, the builder) or an edition file edited by hand."""
+    file: an input (a chapter, a page, a catalogue, the builder) or an edition file edited
+    by hand."""
     import json
 
-    digest = root / DIGEST.relative_to(ROOT)
+    digest = root / EDITIONS[language][2].relative_to(ROOT)
     if not digest.exists():
-        return [f"{DIGEST.relative_to(ROOT)} is missing"]
-    recorded, now = json.loads(digest.read_text()), current_digest(root)
+        return [f"{digest.relative_to(root)} is missing"]
+    recorded, now = json.loads(digest.read_text()), current_digest(root, language)
     lines = []
     for part in ("inputs", "editions"):
         before, after = recorded.get(part, {}), now[part]

@@ -692,6 +692,9 @@ def finish(fresh: dict[str, bytes], check: bool) -> int:
     for name, data in glue.items():
         if not (GLUE / name).exists() or (GLUE / name).read_bytes() != data:
             (GLUE / name).write_bytes(data)
+    import colab_edition
+
+    colab_edition.record_digest("ko")  # what make test compares (editions/ko/digest.json)
     return 0
 
 

@@ -78,20 +78,28 @@ def test_the_digest_names_a_changed_chapter_and_a_hand_edited_edition(tmp_path):
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(tmp_path)], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "checkout", "-q", "HEAD"], check=True)
     copy_root = tmp_path  # with the working tree's files, as they are
-    tracked = colab_edition._tracked(colab_edition.INPUTS, ROOT)
+    tracked = colab_edition._tracked(colab_edition.KO_INPUTS, ROOT)
     for rel in tracked + [
         p.relative_to(ROOT).as_posix() for p in (ROOT / "editions").rglob("*") if p.is_file()
     ]:
         target = copy_root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes((ROOT / rel).read_bytes())
-    assert colab_edition.digest_differences(copy_root) == colab_edition.digest_differences()
+    for language in ("en", "ko"):
+        assert colab_edition.digest_differences(copy_root, language) == (
+            colab_edition.digest_differences(language=language)
+        )
     chapter = copy_root / "notebooks" / "01_softmax.ipynb"
     chapter.write_text(chapter.read_text().replace("softmax", "softmax ", 1))
     edition = copy_root / "editions" / "student" / "02_scaled_dot_product_attention.ipynb"
     edition.write_text(edition.read_text() + "\n")
+    catalogue = copy_root / "locales" / "ko" / "LC_MESSAGES" / "code" / "01_softmax.po"
+    catalogue.write_text(catalogue.read_text() + "\n")
     changed = colab_edition.digest_differences(copy_root)
     assert any("input changed" in c and c.endswith("notebooks/01_softmax.ipynb") for c in changed)
+    korean = colab_edition.digest_differences(copy_root, "ko")
+    assert any(c.endswith("code/01_softmax.po") for c in korean), korean
+    assert not any(c.endswith("code/01_softmax.po") for c in changed), changed
     assert any(
         "edition changed" in c and c.endswith("student/02_scaled_dot_product_attention.ipynb")
         for c in changed
@@ -888,6 +896,20 @@ def test_every_chapter_has_a_korean_edition_and_nothing_else():
     assert sorted(p.name for p in KO_STUDENT.glob("*.ipynb")) == names
 
 
+def test_the_korean_editions_were_generated_from_the_files_as_they_are():
+    """As for the English editions: editions/ko/digest.json (written by `make edition`)
+    holds the SHA-256 of every input of the Korean editions (the English ones', the
+    catalogues, scripts/ko_edition.py and code_i18n.py) and of every file of
+    editions/ko/{colab,student,glue}; the generation itself runs under `make test-full`."""
+    changed = colab_edition.digest_differences(language="ko")
+    assert not changed, (
+        "The Korean editions (editions/ko/) were not generated from the files as they are:\n"
+        + "\n".join(changed[:30])
+        + f"\nRun `{colab_edition.COMMAND}` and commit editions/ko/."
+    )
+
+
+@pytest.mark.skipif(not FULL, reason="the editions built again: make test-full (weekly)")
 def test_the_committed_korean_editions_are_current(tmp_path):
     """The Korean Colab and student editions, against fresh ones made from the chapters
     and their catalogues (the catalogues must be complete: scripts/i18n.py check)."""

@@ -157,7 +157,13 @@ def test_a_message_is_its_english_text(korean):
     assert type(pickle.loads(pickle.dumps(text))) is str
     # translated when shown: the argument that is a message too, the shape exactly
     assert localize(text) == "하나의 수, 모양 ()을(를) 기대했는데 모양 (2,)를 받았습니다"
-    assert localize(text, "en") == str(text)
+    assert (
+        localize(text, "en")
+        == str.__str__(text)
+        == "expected a single number, shape (), got shape (2,)"
+    )
+    assert str(text) == localize(text)  # printed in the language set
+    assert f"{text}" == msg("{m}", m=text) == "expected a single number, shape (), got shape (2,)"
     assert localize("not a message [1, 2]") == "not a message [1, 2]"
     joined = join("; ", ["the output contains nan", 'RuntimeWarning: "overflow"'])
     assert joined == 'the output contains nan; RuntimeWarning: "overflow"'

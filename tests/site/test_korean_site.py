@@ -32,10 +32,12 @@ needs, read from the same page loads (tests/site/pages.py, `LoadedPage.language`
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.site.pages import BOOKS, KO, PAGES, PUBLISHED, STUDENT_LOADED, STUDENTS
 
 pytestmark = pytest.mark.browser
@@ -103,8 +105,32 @@ def code_and_maths_out(line: str) -> str:
     return line
 
 
-def english_left_in_output(line: str) -> list[str]:
-    return english_left(code_and_maths_out(line))
+def english_left_in_output(line: str, kept: frozenset[str] = frozenset()) -> list[str]:
+    """`kept`: the words the chapter's code keeps in English on purpose (`kept_words`)."""
+    text = code_and_maths_out(line)
+    if kept:
+        text = re.sub(
+            r"[A-Za-z][\w'’.-]*", lambda m: " " if m.group(0).lower() in kept else m.group(0), text
+        )
+    return english_left(text)
+
+
+def kept_words(doc: str) -> frozenset[str]:
+    """The words of the strings that a chapter's code catalogue keeps in English, flagged
+    `keep-english` (scripts/code_i18n.py): the values the code reads (a dictionary's keys
+    that a glue key or an f-string's field is made from, the kinds a function compares),
+    and data (a toy corpus, special tokens). What a chapter prints from them stays English;
+    every other English word of an output must be translated."""
+    import polib
+
+    po = ROOT / "locales" / "ko" / "LC_MESSAGES" / "code" / f"{Path(doc).name}.po"
+    if not po.exists():
+        return frozenset()
+    words = set()
+    for entry in polib.pofile(str(po)):
+        if "keep-english" in entry.flags:
+            words |= {w.lower() for w in re.findall(r"[A-Za-z][\w'’.-]*", entry.msgid)}
+    return frozenset(words - {"f", "r", "rf", "fr"})
 
 
 def test_the_english_check_of_outputs_allows_code_and_maths_only():
@@ -119,6 +145,10 @@ def test_the_english_check_of_outputs_allows_code_and_maths_only():
     )
     assert not english_left_in_output("||J(0)||_2 = 1.2885 = ||W_V||_2")
     assert not english_left_in_output("τ = 1: 엔트로피 1.06나트 (최대 1.61나트)")
+    row = "all induction heads  3.912  3.900"
+    assert english_left_in_output(row)
+    assert not english_left_in_output(row, kept_words("notebooks/08_induction_heads"))
+    assert english_left_in_output("all induction heads  3.912", kept_words("x/none"))
 
 
 def test_the_english_check_finds_english_and_allows_what_it_states():
@@ -166,7 +196,8 @@ def test_no_english_sentence_left_in_the_outputs(loaded, edition, doc):
     """The outputs are the Korean execution's (scripts/ko_edition.py): printed sentences,
     self-check reports and explorers' words in Korean."""
     page = loaded(edition, doc, "light")
-    left = [(text[:90], english_left_in_output(text)) for text in page.language["outputs"]]
+    kept = kept_words(doc)
+    left = [(text[:90], english_left_in_output(text, kept)) for text in page.language["outputs"]]
     left = [item for item in left if item[1]]
     assert not left, f"{edition} {doc}: English left in the Korean outputs:\n" + "\n".join(
         f"  {text!r}: {runs}" for text, runs in left[:15]
