@@ -258,15 +258,17 @@ def code_messages(source: str) -> list[Message]:
     for run in runs:
         pieces = [source[at(tokens[a].start) : at(tokens[b].end)] for a, b in run]
         words = " ".join(_literal_text(p) or "" for p in pieces).strip()
-        bare = re.sub(r"\{[^{}]*\}", " ", words)
+        bare = _field_text(words)
         owner = _owner(tokens, run[0][0])
+        shown_word = r"[A-Za-z]{2,}" if owner in _SHOWN else r"[A-Za-z]{3,}"  # ("at" printed)
         if owner in _OPTIONS or not re.search(
-            r"[A-Za-z]{3,}|[A-Za-z]{2,}[^\S\n]+[A-Za-z]{2,}", bare
+            rf"{shown_word}|[A-Za-z]{{2,}}[^\S\n]+[A-Za-z]{{2,}}", bare
         ):
             continue
         named = re.sub(r"\{[^{}]*\}", "x", words)  # f"jac_norm_c{c}": a name still
-        if not _WORDS.search(bare) and (_IDENTIFIER.match(named) or "->" in words):
-            if owner not in _SHOWN or "->" in words:
+        einsum = "->" in words and " " not in words.strip()
+        if not _WORDS.search(bare) and (_IDENTIFIER.match(named) or einsum):
+            if owner not in _SHOWN or einsum:
                 continue  # a key, a dtype, an einsum: a value the code reads
         first, last = tokens[run[0][0]], tokens[run[-1][1]]
         indent = ""
@@ -318,6 +320,26 @@ def _owner(tokens: list[tokenize.TokenInfo], k: int) -> str | None:
             return None
         j -= 1
     return None
+
+
+def _field_text(text: str) -> str:
+    """A literal's words: each replacement field blank, but for a field that is a string
+    ({'in-context':>10s}, {f'no residuals, seed {i}':30}: a padded label), its words."""
+    out, k = [], 0
+    while k < len(text):
+        if text[k] == "{" and text[k + 1 : k + 2] != "{":
+            depth, j = 1, k + 1
+            while j < len(text) and depth:
+                depth += (text[j] == "{") - (text[j] == "}")
+                j += 1
+            inner = text[k + 1 : j - 1].strip()
+            quoted = re.match(r"^f?(['\"])(.*)\1(?:[:!][^'\"]*)?$", inner, re.S)
+            out.append(" " + re.sub(r"\{[^{}]*\}", " ", quoted.group(2)) + " " if quoted else " ")
+            k = j
+        else:
+            out.append(text[k])
+            k += 1
+    return "".join(out)
 
 
 def _in_brackets(tokens: list[tokenize.TokenInfo], k: int) -> bool:
@@ -390,7 +412,19 @@ def _fields(expression: str) -> Counter | None:
     if isinstance(tree, ast.JoinedStr):
         found: Counter = Counter()
         for value in tree.values:
-            if isinstance(value, ast.FormattedValue):
+            if not isinstance(value, ast.FormattedValue):
+                continue
+            if isinstance(value.value, ast.Constant) and isinstance(value.value.value, str):
+                # a padded word ({'in-context':>10s}): its text translates, its layout stays
+                spec = ast.unparse(value.format_spec) if value.format_spec else ""
+                found[f"{{<text>{spec}}}"] += 1
+            elif isinstance(value.value, ast.JoinedStr):  # {f'seed {i}':30}: the same,
+                spec = ast.unparse(value.format_spec) if value.format_spec else ""
+                found[f"{{<text>{spec}}}"] += 1  # and the fields inside it stay
+                for inner in value.value.values:
+                    if isinstance(inner, ast.FormattedValue):
+                        found[ast.unparse(inner)] += 1
+            else:
                 found[ast.unparse(value)] += 1
         return found
     return None
