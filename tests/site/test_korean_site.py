@@ -21,7 +21,10 @@ needs, read from the same page loads (tests/site/pages.py, `LoadedPage.language`
   `code_and_maths_out`: what Python prints as code or maths (a call or an index with its
   arguments, an array in brackets, a name with `_` or `.` in it, Python's and NumPy's
   literal words such as `inf`, `nan`, `True`, `float32`, an `<object ...>` repr, a name right
-  before `=`, `<`, `>`) is not prose; the rest of the line is checked as prose is.
+  before `=`, `<`, `>`) is not prose; nor are the words of the strings the chapter's code
+  keeps in English on purpose, flagged `keep-english` in its code catalogue (keys that
+  glue keys or fields are made from, data such as a toy corpus: `kept_words`), nor
+  NumPy's own IndexError message; the rest of the line is checked as prose is.
 - Korean text is drawn in a font that has Korean glyphs (no missing-glyph boxes): the
   fonts Chromium drew each checked element's own text with, by DevTools, hold at least
   as many glyphs of a Korean-capable font as the text has Hangul syllables.
@@ -92,6 +95,9 @@ _LITERAL = re.compile(
 )
 _REPR = re.compile(r"<[A-Za-z][^<>]*>")
 _BEFORE_OPERATOR = re.compile(r"[A-Za-z]\w*(?=\s*(?:[=<>≤≥≈]|!=))")
+# A library's own error message, printed as the library words it (a chapter that shows
+# what NumPy says when an index is past the end): NumPy's IndexError, and nothing else.
+_LIBRARY_MESSAGE = re.compile(r"index -?\d+ is out of bounds for axis \d+ with size \d+")
 
 
 def code_and_maths_out(line: str) -> str:
@@ -100,7 +106,7 @@ def code_and_maths_out(line: str) -> str:
     previous = None
     while previous != line:  # calls inside calls, arrays inside arrays
         previous, line = line, _BRACKETS.sub(" ", _CALL.sub(" ", line))
-    for pattern in (_REPR, _CODE_NAME, _LITERAL, _BEFORE_OPERATOR):
+    for pattern in (_LIBRARY_MESSAGE, _REPR, _CODE_NAME, _LITERAL, _BEFORE_OPERATOR):
         line = pattern.sub(" ", line)
     return line
 
@@ -145,6 +151,9 @@ def test_the_english_check_of_outputs_allows_code_and_maths_only():
     )
     assert not english_left_in_output("||J(0)||_2 = 1.2885 = ||W_V||_2")
     assert not english_left_in_output("τ = 1: 엔트로피 1.06나트 (최대 1.61나트)")
+    assert not english_left_in_output(
+        "위치 512: index 512 is out of bounds for axis 0 with size 512"
+    )
     row = "all induction heads  3.912  3.900"
     assert english_left_in_output(row)
     assert not english_left_in_output(row, kept_words("notebooks/08_induction_heads"))
