@@ -20,7 +20,8 @@ needs, read from the same page loads (tests/site/pages.py, `LoadedPage.language`
   Korean execution's, scripts/ko_edition.py), with one more allowance there, stated in
   `code_and_maths_out`: what Python prints as code or maths (a call or an index with its
   arguments, an array in brackets, a name with `_` or `.` in it, Python's and NumPy's
-  literal words such as `inf`, `nan`, `True`, `float32`, an `<object ...>` repr, a name right
+  literal words such as `inf`, `nan`, `True`, `float32`, an `<object ...>` or a dict's
+  repr, a sequence of one-letter tokens (the toy data "a b c a b c"), a name right
   before `=`, `<`, `>`) is not prose; nor are the words of the strings the chapter's code
   keeps in English on purpose, flagged `keep-english` in its code catalogue (keys that
   glue keys or fields are made from, data such as a toy corpus: `kept_words`), nor
@@ -88,7 +89,7 @@ def english_left(text: str) -> list[str]:
 
 
 _CALL = re.compile(r"[A-Za-z_][\w.]*(?:\([^()]*\)|\[[^\[\]]*\])")
-_BRACKETS = re.compile(r"\[[^\[\]]*\]")
+_BRACKETS = re.compile(r"\[[^\[\]]*\]|\{[^{}]*\}")  # a list's or a dict's repr
 _CODE_NAME = re.compile(r"[A-Za-z]\w*(?:[_.]\w+)+|\w+_")
 _LITERAL = re.compile(
     r"\b(?:inf|nan|True|False|None|dtype|float(?:16|32|64)|u?int(?:8|16|32|64))\b"
@@ -97,6 +98,8 @@ _REPR = re.compile(r"<[A-Za-z][^<>]*>")
 _BEFORE_OPERATOR = re.compile(r"[A-Za-z]\w*(?=\s*(?:[=<>≤≥≈]|!=))")
 # A library's own error message, printed as the library words it (a chapter that shows
 # what NumPy says when an index is past the end): NumPy's IndexError, and nothing else.
+# A sequence of one-letter tokens, the toy data a chapter runs on ("a b c a b c").
+_LETTERS = re.compile(r"(?<![\w'’])(?:[A-Za-z]\s+){2,}[A-Za-z](?![\w'’])")
 _LIBRARY_MESSAGE = re.compile(r"index -?\d+ is out of bounds for axis \d+ with size \d+")
 
 
@@ -106,7 +109,7 @@ def code_and_maths_out(line: str) -> str:
     previous = None
     while previous != line:  # calls inside calls, arrays inside arrays
         previous, line = line, _BRACKETS.sub(" ", _CALL.sub(" ", line))
-    for pattern in (_LIBRARY_MESSAGE, _REPR, _CODE_NAME, _LITERAL, _BEFORE_OPERATOR):
+    for pattern in (_LIBRARY_MESSAGE, _LETTERS, _REPR, _CODE_NAME, _LITERAL, _BEFORE_OPERATOR):
         line = pattern.sub(" ", line)
     return line
 
@@ -116,7 +119,7 @@ def english_left_in_output(line: str, kept: frozenset[str] = frozenset()) -> lis
     text = code_and_maths_out(line)
     if kept:
         text = re.sub(
-            r"[A-Za-z][\w'’.-]*", lambda m: " " if m.group(0).lower() in kept else m.group(0), text
+            r"[A-Za-z][\w.-]*", lambda m: " " if m.group(0).lower() in kept else m.group(0), text
         )
     return english_left(text)
 
@@ -135,7 +138,7 @@ def kept_words(doc: str) -> frozenset[str]:
     words = set()
     for entry in polib.pofile(str(po)):
         if "keep-english" in entry.flags:
-            words |= {w.lower() for w in re.findall(r"[A-Za-z][\w'’.-]*", entry.msgid)}
+            words |= {w.lower() for w in re.findall(r"[A-Za-z][\w.-]*", entry.msgid)}
     return frozenset(words - {"f", "r", "rf", "fr"})
 
 
@@ -154,6 +157,12 @@ def test_the_english_check_of_outputs_allows_code_and_maths_only():
     assert not english_left_in_output(
         "위치 512: index 512 is out of bounds for axis 0 with size 512"
     )
+    assert not english_left_in_output("시퀀스 a b c a b c에 적용한 결과")
+    assert not english_left_in_output("{'better': 23, 'equal': 7, 'worse': 0, 'exact': 14}")
+    assert not english_left_in_output(
+        "input model sees   label", kept_words("n/07_bert_gpt_and_moe")
+    )
+    assert english_left_in_output("the model sees the label here")
     row = "all induction heads  3.912  3.900"
     assert english_left_in_output(row)
     assert not english_left_in_output(row, kept_words("notebooks/08_induction_heads"))
