@@ -609,29 +609,14 @@ def export_entries(po: Path, out: Path, everything: bool = False) -> int:
 def import_entries(po: Path, path: Path) -> int:
     catalogue = polib.pofile(str(po), wrapwidth=0)
     entries = list(catalogue)
-    blocks: dict[int, dict[str, list[str]]] = {}
-    current, part = None, "en"
-    for line in path.read_text(encoding="utf-8").split("\n"):
-        head = re.match(r"^=== (\d+)( (comment|string))?$", line)
-        if head:
-            current, part = int(head.group(1)), "en"
-            blocks[current] = {"en": [], "ko": []}
-        elif line == "--- ko" and current is not None:
-            part = "ko"
-        elif current is not None:
-            if part == "en" and not blocks[current]["en"] and line.startswith("| "):
-                continue  # the context line
-            blocks[current][part].append(line)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from i18n import read_blocks  # scripts/i18n.py: the same file format
+
     done = 0
-    for n, block in blocks.items():
-        lines = block["ko"]
-        while lines and lines[-1] == "":
-            lines = lines[:-1]
-        english = "\n".join(block["en"])
+    for n, (english, translation) in read_blocks(path, context=True).items():
         entry = entries[n]
         if entry.msgid != english:
             raise SystemExit(f"block {n}: its English is not entry {n} of {po}")
-        translation = "\n".join(lines)
         if not translation.strip():
             continue
         if translation.strip() == "=keep":

@@ -293,26 +293,37 @@ def export_entries(po: Path, out: Path, everything: bool = False) -> int:
     return len(blocks)
 
 
-def import_entries(po: Path, path: Path) -> int:
-    catalogue = polib.pofile(str(po), wrapwidth=0)
-    entries = list(catalogue)
+def read_blocks(path: Path, context: bool = False) -> dict[int, tuple[str, str]]:
+    """{N: (English, translation)} of a file written by `export_entries` (or by
+    scripts/code_i18n.py's, whose header may name the message's kind, `=== N string`, and
+    whose first line after it, with `context`, is the code it is in, `| ...`: not read)."""
     blocks: dict[int, dict[str, list[str]]] = {}
     current, part = None, "en"
     for line in path.read_text(encoding="utf-8").split("\n"):
-        if line.startswith("=== ") and line[4:].strip().isdigit():
-            current, part = int(line[4:]), "en"
+        head = re.match(r"^=== (\d+)(?: (?:comment|string))?$", line)
+        if head:
+            current, part = int(head.group(1)), "en"
             blocks[current] = {"en": [], "ko": []}
         elif line == "--- ko" and current is not None:
             part = "ko"
         elif current is not None:
+            if context and part == "en" and not blocks[current]["en"] and line.startswith("| "):
+                continue
             blocks[current][part].append(line)
-    done = 0
+    out = {}
     for n, block in blocks.items():
-        english = "\n".join(block["en"])
         lines = block["ko"]
-        if lines and lines[-1] == "":  # the blank line between two blocks
-            lines = lines[:-1]
-        translation = "\n".join(lines)
+        if lines and lines[-1] == "":  # the blank line between two blocks (only: a
+            lines = lines[:-1]  # display equation's message ends with a line break)
+        out[n] = ("\n".join(block["en"]), "\n".join(lines))
+    return out
+
+
+def import_entries(po: Path, path: Path) -> int:
+    catalogue = polib.pofile(str(po), wrapwidth=0)
+    entries = list(catalogue)
+    done = 0
+    for n, (english, translation) in read_blocks(path).items():
         entry = entries[n]
         if entry.msgid != english:
             raise SystemExit(f"block {n}: its English is not entry {n} of {po}")
