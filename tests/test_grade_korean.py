@@ -22,6 +22,7 @@ import re
 import sys
 import textwrap
 import zipfile
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -29,7 +30,7 @@ import pytest
 
 import helpers
 from helpers.checks import run_self_check
-from tests.conftest import ROOT
+from tests.conftest import ROOT, once_per_session
 from tests.test_grade import REFERENCE_LIMITS, every_exercise_has_a_row, notebook_rows, run_grade
 from tests.test_helpers_i18n import _english_prose
 
@@ -102,10 +103,8 @@ def submission(language: str) -> nbformat.NotebookNode:
     return nb
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict[str, list[dict]]:
-    """Language -> the rows of its submission, both graded in one run."""
-    folder = tmp_path_factory.mktemp("korean") / "submissions"
+def grade_both(tmp: Path) -> dict[str, list[dict]]:
+    folder = tmp / "submissions"
     folder.mkdir()
     for language, (_, _, name) in EDITIONS.items():
         nbformat.write(submission(language), folder / f"{name}_{STEM}.ipynb")
@@ -114,6 +113,13 @@ def graded(tmp_path_factory) -> dict[str, list[dict]]:
         language: [r for r in rows if r["student"] == name]
         for language, (_, _, name) in EDITIONS.items()
     }
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory) -> dict[str, list[dict]]:
+    """Language -> the rows of its submission, both graded in one run, once for the session
+    (tests/conftest.py: once_per_session; a module fixture graded them once per worker)."""
+    return once_per_session(tmp_path_factory, "grade-korean", grade_both)
 
 
 def key(row: dict) -> tuple[str, str, str]:
