@@ -747,14 +747,25 @@ LANGUAGE_JS = """() => {
   const skip = 'pre, code, kbd, samp, .highlight, .cell_output, .output, mjx-container, .math, ' +
                'script, style, .bibliography, .citation, .footnote, .explorer, [lang=en], ' +
                '.glossary-terms td:first-child';
+  // An element's own text: its text nodes, with the parts to skip and nested lists left out
+  // (walked rather than cloned: a clone copies every formula's MathJax elements).
+  const own = el => {
+    let text = '';
+    const walk = node => {
+      for (let c = node.firstChild; c; c = c.nextSibling) {
+        if (c.nodeType === Node.TEXT_NODE) text += c.textContent;
+        else if (c.nodeType === Node.ELEMENT_NODE && !c.matches(skip + ', ul, ol')) walk(c);
+      }
+    };
+    walk(el);
+    return text.replace(/\\s+/g, ' ').trim();
+  };
   const prose = [];
   for (const el of document.querySelectorAll(
       'article p, article li, article h1, article h2, article h3, article h4, article figcaption, ' +
       'article caption, article th, article td, article dt, article .admonition-title')) {
     if (el.closest(skip)) continue;
-    const clone = el.cloneNode(true);
-    clone.querySelectorAll(skip + ', ul, ol').forEach(e => e.remove());
-    const text = clone.textContent.replace(/\\s+/g, ' ').trim();
+    const text = own(el);
     if (text) prose.push(text);
   }
   // The outputs' words, read apart (tests/site/test_korean_site.py allows code and maths

@@ -7,7 +7,8 @@
   markdown renderer is Jupyter's) and opened in headless Chromium with MathJax 3 served
   from node_modules (configured as JupyterLab configures it: $...$ and $$...$$), shows
   typeset maths, no MathJax error, no raw role or directive text and no raw TeX. A
-  screenshot of each goes to _build/screenshots/colab/ for a person to look at.
+  screenshot of each goes to _build/screenshots/colab/ for a person to look at: its first
+  screen (the whole notebook under `make test-full`; a whole page took seconds each).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import jinja2
 import nbformat
 import pytest
 
-from tests.conftest import ROOT, serve_directory
+from tests.conftest import FULL, ROOT, serve_directory
 
 pytestmark = pytest.mark.browser
 
@@ -188,7 +189,7 @@ def test_rendered_like_jupyter_it_shows_typeset_maths_and_no_markup(browser, ren
               };
             }"""
         )
-        page.screenshot(path=SHOTS / f"{path.stem}.png", full_page=True)
+        page.screenshot(path=SHOTS / f"{path.stem}.png", full_page=FULL)
     finally:
         context.close()
     assert not errors, errors
