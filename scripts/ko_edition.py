@@ -116,7 +116,7 @@ def install_source() -> str:
         "# Colab에서는 이 책의 `helpers` 패키지를 설치하고, 어디서나 그 언어를 한국어로 정한다.\n"
         + rest
         + "\n\nimport helpers\n\n"
-        + 'helpers.set_language("ko")  # 자체 점검 메시지와 그림의 글자를 한국어로'
+        + 'helpers.set_language("ko")  # 자가 점검 메시지와 그림의 글자를 한국어로'
     )
 
 

@@ -99,11 +99,11 @@ WORDS = {
             "**학생판.** 이 노트북은 아래 장에서 연습 문제의 풀이만 뺀 것이다.{exercises}",
             "",
             "- **셀을 맨 위부터 차례로 실행한다**(Colab에서는 런타임 ▸ 모두 실행). 첫 번째 셀은 "
-            "Colab에서 이 책의 `helpers` 패키지를 설치하고, 자체 점검 메시지와 그림의 글자를 "
+            "Colab에서 이 책의 `helpers` 패키지를 설치하고, 자가 점검 메시지와 그림의 글자를 "
             "한국어로 정한다. 슬라이더가 있는 그림(탐색기)은 그 셀을 실행하면 움직이기 시작한다.",
             "- **각 연습 문제 뒤의 시작 셀에 답한다.** 글과 수식은 ✏️ *답*이라고 표시된 셀에 "
             "쓴다. 본문이 `NotImplementedError`를 일으키는 함수는 완성한 뒤 그 셀을 실행하고, "
-            "바로 아래의 자체 점검을 실행한다. 자체 점검은 함수가 통과하는지 알려 주고, "
+            "바로 아래의 자가 점검을 실행한다. 자가 점검은 함수가 통과하는지 알려 주고, "
             "통과하지 못하면 어떤 입력에서 왜 실패하는지 알려 준다.",
             "- **풀이는 여기에 없다.** 이 노트북의 링크가 가리키는 온라인 책의 학생판에도 없다. "
             "풀이를 보여 줄지, 언제 보여 줄지는 담당 교수자가 정한다.",
@@ -385,14 +385,14 @@ def about_cell(
 
 
 def korean_count(numbers: dict[str, str], exercises: dict[str, dict], where: str) -> str:
-    """The Korean first cell's count: " 연습 문제는 6개이고, 그 가운데 4개에는 자체 점검이
+    """The Korean first cell's count: " 연습 문제는 6개이고, 그 가운데 4개에는 자가 점검이
     있으며, 맨 끝의 1.9절에 있다." """
     if not numbers:
         return ""
     checked = sum(1 for e in exercises.values() if e["checks"])
     parts = [f"연습 문제는 {len(numbers)}개"]
     if checked:
-        parts.append(f"그 가운데 {checked}개에는 자체 점검이 있")
+        parts.append(f"그 가운데 {checked}개에는 자가 점검이 있")
     if where:
         parts.append(f"맨 끝의 {where}절에 있다.")
     if len(parts) == 1:

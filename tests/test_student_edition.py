@@ -723,10 +723,10 @@ def test_korean_student_notebook_is_the_english_one_in_korean(chapter):
     )
     assert about.startswith("> **학생판.**") and rendered(about).startswith("<blockquote>")
     assert (
-        f"연습 문제는 {len(exercises)}개이고, 그 가운데 {checked}개에는 자체 점검이 있으며, "
+        f"연습 문제는 {len(exercises)}개이고, 그 가운데 {checked}개에는 자가 점검이 있으며, "
         f"맨 끝의 {section.group(1)}절에 있다." in about
     )
-    for words in ("✏️ *답*", "`NotImplementedError`", "자체 점검", "런타임 ▸ 모두 실행", "풀이는"):
+    for words in ("✏️ *답*", "`NotImplementedError`", "자가 점검", "런타임 ▸ 모두 실행", "풀이는"):
         assert words in about
 
 
