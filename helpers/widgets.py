@@ -413,7 +413,8 @@ class Explorer:
         self.description = description
         self._canvas = FigureCanvasAgg(fig)
         self._fixed = {k: w.value for k, w in live_controls.items()}  # for static frames
-        self._static: tuple[list[bytes], list[int], list[str]] | None = None
+        # the static frames, per language (their words are drawn in the language set)
+        self._static: dict[str, tuple[list[bytes], list[int], list[str]]] = {}
         self._html: str | None = None
         self._widget: Any = None
         self.controls: dict[str, Any] = {}
@@ -488,7 +489,8 @@ class Explorer:
         return self._encode_static()
 
     def _render_static(self) -> tuple[list[bytes], list[int], list[str]]:
-        if self._static is None:
+        language = get_language()
+        if language not in self._static:
             frames: list[bytes] = []
             where: dict[bytes, int] = {}
             index: list[int] = []
@@ -502,8 +504,8 @@ class Explorer:
                     frames.append(png)
                 index.append(where[png])
                 alts.append(text or "")
-            self._static = (frames, index, alts)
-        return self._static
+            self._static[language] = (frames, index, alts)
+        return self._static[language]
 
     # -------------------------------------------------------------- static view
 

@@ -96,6 +96,30 @@ def test_texts_drawn_outside_figure_png_are_translated_too(korean):
         assert drawn("ko") != drawn("en")
 
 
+def test_an_explorer_shown_again_after_a_language_switch_draws_that_language(korean):
+    """An explorer keeps its static frames once drawn, per language: shown in English, then
+    in Korean in the same kernel (helpers.set_language), then in English again, it shows
+    English, Korean and the first English frames."""
+    from helpers.widgets import Explorer, Param
+
+    fig = chapter_1_figure()
+    line = fig.axes[0].lines[0]
+
+    def update(t):
+        line.set_ydata(line.get_ydata() * t)
+
+    explorer = Explorer(fig, update, [Param("t", [1.0, 2.0])], dpi=40)
+
+    def frames(language):
+        helpers.set_language(language)
+        return explorer._render_static()[0]
+
+    english = frames("en")
+    korean_frames = frames("ko")
+    assert korean_frames != english
+    assert frames("en") == english
+
+
 def test_without_the_korean_font_a_figure_stays_english_and_says_why(korean, monkeypatch):
     monkeypatch.setattr(figures, "korean_font", lambda: None)
     figures._warn_no_font.cache_clear()

@@ -152,7 +152,7 @@ def test_a_session_that_shows_plain_text_only_gets_no_frames_and_no_widget():
     finally:
         shell.display_formatter.active_types = shell.display_formatter.format_types
     assert [o.data for o in captured.outputs] == [{"text/plain": "Explorer: τ (5 values)"}]
-    assert not drawn and ex._widget is None and ex._static is None
+    assert not drawn and ex._widget is None and not ex._static
 
 
 def test_static_view_asks_to_run_the_cell_and_the_live_view_hides_it():
