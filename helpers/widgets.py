@@ -413,9 +413,9 @@ class Explorer:
         self.description = description
         self._canvas = FigureCanvasAgg(fig)
         self._fixed = {k: w.value for k, w in live_controls.items()}  # for static frames
-        # the static frames, per language (their words are drawn in the language set)
+        # the static frames and view, per language (their words are in the language set)
         self._static: dict[str, tuple[list[bytes], list[int], list[str]]] = {}
-        self._html: str | None = None
+        self._html: dict[str, str] = {}
         self._widget: Any = None
         self.controls: dict[str, Any] = {}
         self.image: Any = None
@@ -517,9 +517,10 @@ class Explorer:
 
     def static_html(self) -> str:
         """The static explorer: markup, initial frame and frame data (deterministic)."""
-        if self._html is None:
-            self._html = self._make_static_html()
-        return self._html
+        language = get_language()
+        if language not in self._html:
+            self._html[language] = self._make_static_html()
+        return self._html[language]
 
     def _make_static_html(self) -> str:
         frames, index, alts = self._render_static()

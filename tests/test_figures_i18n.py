@@ -97,10 +97,10 @@ def test_texts_drawn_outside_figure_png_are_translated_too(korean):
 
 
 def test_an_explorer_shown_again_after_a_language_switch_draws_that_language(korean):
-    """An explorer keeps its static frames once drawn, per language: shown in English, then
-    in Korean in the same kernel (helpers.set_language), then in English again, it shows
-    English, Korean and the first English frames."""
-    from helpers.widgets import Explorer, Param
+    """An explorer keeps its static view once made, per language: shown in English, then in
+    Korean in the same kernel (helpers.set_language), then in English again, it shows
+    English frames and hint, Korean ones, and the first English view again."""
+    from helpers.widgets import RUN_HINT, RUN_HINTS, Explorer, Param
 
     fig = chapter_1_figure()
     line = fig.axes[0].lines[0]
@@ -110,14 +110,15 @@ def test_an_explorer_shown_again_after_a_language_switch_draws_that_language(kor
 
     explorer = Explorer(fig, update, [Param("t", [1.0, 2.0])], dpi=40)
 
-    def frames(language):
+    def shown(language):
         helpers.set_language(language)
-        return explorer._render_static()[0]
+        return explorer._render_static()[0], explorer.static_html()
 
-    english = frames("en")
-    korean_frames = frames("ko")
-    assert korean_frames != english
-    assert frames("en") == english
+    english_frames, english = shown("en")
+    korean_frames, korean_view = shown("ko")
+    assert korean_frames != english_frames
+    assert RUN_HINT in english and RUN_HINTS["ko"] in korean_view and RUN_HINT not in korean_view
+    assert shown("en") == (english_frames, english)
 
 
 def test_without_the_korean_font_a_figure_stays_english_and_says_why(korean, monkeypatch):
